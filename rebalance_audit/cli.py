@@ -1,0 +1,88 @@
+"""The `rebalance-audit` command line (contract: ../shared/SPEC.md, "Command line").
+
+Each sub-command lives in its own module under `rebalance_audit/commands/` and exposes
+`register(subparsers)`, which adds its parser and sets `func` to a callable taking the
+parsed arguments and returning an exit code. Exit codes: 0 success, 1 failure (one line
+on stderr, a traceback only with --debug), 2 bad usage (argparse's own convention).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+# Sub-command modules, in the order `--help` lists them.
+COMMANDS = (
+    "decode",
+    "parse_logs",
+    "ingest",
+    "run",
+    "sql",
+    "whatif",
+    "assign",
+    "report",
+    "demo",
+)
+
+
+class UsageError(Exception):
+    """Bad usage discovered after parsing (exit code 2)."""
+
+
+def add_common_options(parser: argparse.ArgumentParser) -> None:
+    """Options every lake-facing command shares (SPEC: "Common options")."""
+    parser.add_argument(
+        "--lake",
+        default=os.environ.get("REBALANCE_AUDIT_LAKE", "./lake"),
+        help="lake folder or URI (default ./lake, or $REBALANCE_AUDIT_LAKE)",
+    )
+    parser.add_argument(
+        "--spark-master",
+        default=os.environ.get("REBALANCE_AUDIT_SPARK_MASTER", "local[*]"),
+        help="Spark master URL (default local[*])",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rebalance-audit",
+        description="Audit Kafka consumer-group rebalances from __consumer_offsets and broker logs.",
+    )
+    parser.add_argument("--debug", action="store_true", help="print tracebacks on failure")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"rebalance_audit.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"rebalance_audit.commands.{name}":
+                continue  # command not built yet
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except UsageError as exc:
+        print(f"rebalance-audit {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # Output piped into `head` and closed: not an error of ours.
+        sys.stderr.close()
+        return 0
+    except Exception as exc:  # noqa: BLE001 - the one place errors become exit codes
+        if args.debug:
+            raise
+        print(f"rebalance-audit {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

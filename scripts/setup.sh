@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Sets up everything rebalance-audit needs on a fresh machine, idempotently:
+# a Python 3.11 virtualenv in .venv with the pinned dependencies. Safe to re-run;
+# a second run takes seconds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PYTHON:-python3.11}
+CACHE=${REBALANCE_AUDIT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rebalance-audit}
+WHEELS="$CACHE/wheels"
+mkdir -p "$WHEELS"
+
+if ! command -v uv >/dev/null 2>&1; then
+    "$PY" -m pip install --quiet --user uv
+    export PATH="$HOME/.local/bin:$PATH"
+fi
+
+# pyspark ships only as a 455 MB source package; building its wheel takes minutes,
+# so build it once per machine and reuse it from the cache.
+if ! ls "$WHEELS"/pyspark-4.1.4-*.whl >/dev/null 2>&1; then
+    echo "setup: building the pyspark 4.1.4 wheel once (cached in $WHEELS)" >&2
+    "$PY" -m pip wheel --quiet --no-deps --wheel-dir "$WHEELS" pyspark==4.1.4
+fi
+
+[ -x .venv/bin/python ] || uv venv --quiet --python "$PY" .venv
+stamp=.venv/.deps-$(cat pyproject.toml | sha1sum | cut -c1-12)
+if [ ! -f "$stamp" ]; then
+    uv pip install --quiet --python .venv/bin/python --index-strategy unsafe-best-match \
+        --find-links "$WHEELS" -e '.[dev]'
+    rm -f .venv/.deps-*; touch "$stamp"
+fi
