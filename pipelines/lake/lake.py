@@ -1,0 +1,367 @@
+"""The lake: one Delta table per folder under a root, on the basic Delta protocol.
+
+delta-rs owns every commit (reader 1 / writer 2: no deletion vectors, no column mapping,
+so any Delta reader opens the tables). Arrow writes go straight through delta-rs; Spark
+DataFrames are written by Spark as Parquet and committed by delta-rs (`sparkio`). Nothing
+outside this package imports `deltalake`, so a native delta-spark backend can replace it.
+
+Exactly-once positions: a commit can carry app transactions {app_id: version} (Delta `txn`
+actions) in the same atomic commit as its rows; `app_version(s)` reads them back.
+"""
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake.exceptions import TableNotFoundError
+
+from pipelines.lake import sparkio, txlog
+
+TABLE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,127}$")
+
+
+class LakeError(Exception):
+    """A lake operation that cannot be done as asked (bad name, schema conflict, ...)."""
+
+
+def _commit(app_transactions: Mapping[str, int] | None, metadata: Mapping[str, str] | None):
+    if not app_transactions and not metadata:
+        return None
+    return CommitProperties(
+        app_transactions=[Transaction(app_id, int(v)) for app_id, v in (app_transactions or {}).items()] or None,
+        custom_metadata=dict(metadata) if metadata else None,
+    )
+
+
+def _nullable(schema: pa.Schema) -> pa.Schema:
+    # Every column nullable: the log's schema then never rejects a row over nullability,
+    # and Spark (which reads everything as nullable) round-trips it unchanged.
+    return pa.schema([f.with_nullable(True) for f in schema])
+
+
+class Lake:
+    """Delta tables under `root` (a local folder or an object-store URI such as s3://b/p)."""
+
+    def __init__(self, root: str | os.PathLike, storage_options: Mapping[str, str] | None = None, spark=None):
+        root = str(root)
+        if "://" not in root:
+            root = os.path.abspath(root)
+        self.root = root.rstrip("/")
+        self.storage_options = dict(storage_options) if storage_options else None
+        self._spark = spark
+
+    # ----------------------------------------------------------------- naming, opening
+    @property
+    def is_local(self) -> bool:
+        return "://" not in self.root or self.root.startswith("file://")
+
+    def uri(self, name: str) -> str:
+        if not TABLE_NAME.match(name):
+            raise LakeError(f"bad table name {name!r}: lower-case letters, digits and _ only")
+        return f"{self.root}/{name}"
+
+    def exists(self, name: str) -> bool:
+        return DeltaTable.is_deltatable(self.uri(name), storage_options=self.storage_options)
+
+    def table(self, name: str, version: int | None = None) -> DeltaTable:
+        try:
+            return DeltaTable(self.uri(name), version=version, storage_options=self.storage_options)
+        except TableNotFoundError:
+            raise LakeError(f"no table {name!r} in the lake at {self.root}") from None
+
+    def tables(self) -> list[str]:
+        """Names of every Delta table directly under the root."""
+        if self.is_local:
+            root = self.root.removeprefix("file://")
+            if not os.path.isdir(root):
+                return []
+            names = sorted(os.listdir(root))
+        else:
+            import pyarrow.fs as pafs
+
+            fs, base = pafs.FileSystem.from_uri(self.root)
+            names = sorted(i.base_name for i in fs.get_file_info(pafs.FileSelector(base)) if i.type == pafs.FileType.Directory)
+        return [n for n in names if TABLE_NAME.match(n) and self.exists(n)]
+
+    def schema(self, name: str) -> pa.Schema:
+        return pa.schema(self.table(name).schema().to_arrow())
+
+    def partition_by(self, name: str) -> list[str]:
+        return list(self.table(name).metadata().partition_columns)
+
+    def version(self, name: str) -> int:
+        return self.table(name).version()
+
+    def protocol(self, name: str) -> tuple[int, int]:
+        p = self.table(name).protocol()
+        return p.min_reader_version, p.min_writer_version
+
+    # ----------------------------------------------------------------- create, evolve
+    def create(self, name: str, schema: pa.Schema, partition_by: Sequence[str] | None = None, description: str | None = None) -> None:
+        """Create the table if it does not exist; if it does, add any new columns of `schema`."""
+        if self.exists(name):
+            self.evolve(name, schema)
+            return
+        DeltaTable.create(
+            self.uri(name),
+            schema=_nullable(schema),
+            mode="ignore",
+            partition_by=list(partition_by) if partition_by else None,
+            name=name,
+            description=description,
+            storage_options=self.storage_options,
+        )
+
+    def evolve(self, name: str, schema: pa.Schema) -> list[str]:
+        """Schema evolution: add `schema`'s columns the table lacks (nullable). A column
+        whose type differs from the table's is an error, not a silent cast."""
+        current = self.schema(name)
+        added = []
+        for f in schema:
+            idx = current.get_field_index(f.name)
+            if idx < 0:
+                added.append(f.with_nullable(True))
+            elif not current.field(idx).type.equals(f.type) and not _compatible(current.field(idx).type, f.type):
+                raise LakeError(f"table {name}: column {f.name} is {current.field(idx).type}, not {f.type}")
+        if added:
+            from deltalake.schema import Field
+
+            self.table(name).alter.add_columns([Field.from_arrow(f) for f in added])
+        return [f.name for f in added]
+
+    # ----------------------------------------------------------------- Arrow writes (no Spark)
+    def _conform(self, name: str, data: pa.Table, evolve: bool) -> pa.Table:
+        if evolve:
+            self.evolve(name, data.schema)
+        schema = self.schema(name)
+        extra = [n for n in data.column_names if schema.get_field_index(n) < 0]
+        if extra:
+            raise LakeError(f"table {name} has no column(s) {extra} (pass evolve=True to add them)")
+        cols = []
+        for f in schema:
+            if f.name in data.column_names:
+                cols.append(data.column(f.name).cast(f.type))
+            else:
+                cols.append(pa.nulls(data.num_rows, f.type))
+        return pa.Table.from_arrays(cols, schema=schema)
+
+    def append(
+        self,
+        name: str,
+        data: pa.Table,
+        app_transactions: Mapping[str, int] | None = None,
+        metadata: Mapping[str, str] | None = None,
+        evolve: bool = False,
+    ) -> int:
+        """Append Arrow rows (delta-rs only) in one commit, with its app transactions.
+        An empty `data` with app transactions still commits the positions. Returns the version."""
+        dt = self.table(name)
+        data = self._conform(name, data, evolve)
+        props = _commit(app_transactions, metadata)
+        if data.num_rows == 0:
+            if props is None:
+                return dt.version()
+            dt.create_write_transaction([], mode="append", schema=self.schema(name), partition_by=self.partition_by(name) or None, commit_properties=props)
+        else:
+            write_deltalake(dt, data, mode="append", commit_properties=props)
+        return self.version(name)
+
+    def insert_if_absent(
+        self,
+        name: str,
+        data: pa.Table,
+        key: Sequence[str],
+        range_column: str | None = None,
+        app_transactions: Mapping[str, int] | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> pa.Table:
+        """Append the rows of `data` whose `key` is not in the table yet (and only the first
+        of several equal keys in `data`), in one commit. Returns the rows inserted.
+
+        Cost stays bounded by the batch, not the table: only files of the table partitions
+        the batch touches whose `range_column` min/max (file statistics) overlap the batch's
+        range per partition are read, and only their key columns.
+        """
+        dt = self.table(name)
+        data = self._conform(name, data, evolve=False)
+        data = _first_per_key(data, list(key))
+        if data.num_rows:
+            existing = self._existing_keys(dt, data, list(key), range_column)
+            if existing.num_rows:
+                data = _anti_join(data, existing, list(key))
+        self.append(name, data, app_transactions=app_transactions, metadata=metadata)
+        return data
+
+    def _existing_keys(self, dt: DeltaTable, data: pa.Table, key: list[str], range_column: str | None) -> pa.Table:
+        if dt.version() < 1 and not dt.file_uris():
+            return data.select(key).slice(0, 0)
+        parts = list(dt.metadata().partition_columns)
+        group_cols = [c for c in parts if c in data.column_names]
+        aggs = [(range_column, "min"), (range_column, "max")] if range_column else []
+        if group_cols:
+            groups = data.group_by(group_cols).aggregate(aggs) if aggs else data.select(group_cols).group_by(group_cols).aggregate([])
+            ranges = groups.to_pylist()
+        else:
+            ranges = [
+                {f"{range_column}_min": pc.min(data[range_column]).as_py(), f"{range_column}_max": pc.max(data[range_column]).as_py()}
+                if range_column
+                else {}
+            ]
+        expr = None
+        for g in ranges:
+            term = None
+            for c in group_cols:
+                t = ds.field(c).is_null() if g[c] is None else ds.field(c) == g[c]
+                term = t if term is None else term & t
+            if range_column:
+                t = (ds.field(range_column) >= g[f"{range_column}_min"]) & (ds.field(range_column) <= g[f"{range_column}_max"])
+                term = t if term is None else term & t
+            if term is not None:
+                expr = term if expr is None else expr | term
+        dataset = dt.to_pyarrow_dataset()
+        return dataset.to_table(columns=key, filter=expr)
+
+    def overwrite_where(
+        self,
+        name: str,
+        data: pa.Table,
+        predicate: str,
+        app_transactions: Mapping[str, int] | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> int:
+        """Replace the rows matching `predicate` (SQL, e.g. "cluster = 'prod'") by `data`
+        in one commit (Delta replaceWhere). Every row of `data` must match the predicate."""
+        dt = self.table(name)
+        data = self._conform(name, data, evolve=False)
+        write_deltalake(dt, data, mode="overwrite", predicate=predicate, commit_properties=_commit(app_transactions, metadata))
+        return self.version(name)
+
+    # ----------------------------------------------------------------- Arrow reads
+    def read_arrow(self, name: str, version: int | None = None, columns: Sequence[str] | None = None, filter=None) -> pa.Table:
+        dt = self.table(name, version)
+        return dt.to_pyarrow_dataset().to_table(columns=list(columns) if columns else None, filter=filter)
+
+    # ----------------------------------------------------------------- Spark
+    @property
+    def spark(self):
+        if self._spark is None:
+            from pipelines.spark import get_spark
+
+            self._spark = get_spark()
+        return self._spark
+
+    def read(self, name: str, version: int | None = None):
+        """The table (latest snapshot, or `version`) as a Spark DataFrame."""
+        dt = self.table(name, version)
+        schema = pa.schema(dt.schema().to_arrow())
+        return sparkio.read_files(self.spark, self.uri(name), dt.file_uris(), schema, list(dt.metadata().partition_columns))
+
+    def write_df(
+        self,
+        name: str,
+        df,
+        mode: str = "append",
+        partition_by: Sequence[str] | None = None,
+        replace_where: Sequence[tuple] | None = None,
+        app_transactions: Mapping[str, int] | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> int:
+        """Write a Spark DataFrame: Spark writes the Parquet, delta-rs commits it in ONE
+        commit (with app transactions). mode "append" or "overwrite"; with "overwrite",
+        `replace_where` (partition filters such as [("cluster", "=", "prod")]) limits the
+        replacement to those partitions. `partition_by` applies when the table is created.
+        New nullable columns of `df` are added to the table (schema evolution)."""
+        if mode not in ("append", "overwrite"):
+            raise LakeError(f"write mode must be append or overwrite, not {mode!r}")
+        schema = sparkio.arrow_schema(df.schema)
+        self.create(name, schema, partition_by)
+        dt = self.table(name)
+        table_schema = pa.schema(dt.schema().to_arrow())
+        parts = list(dt.metadata().partition_columns)
+        from pyspark.sql import functions as F
+
+        cols = []
+        for f in table_schema:
+            if f.name in df.columns:
+                cols.append(F.col(f"`{f.name}`").cast(sparkio.spark_schema(pa.schema([f]))[0].dataType).alias(f.name))
+            else:
+                cols.append(F.lit(None).cast(sparkio.spark_schema(pa.schema([f]))[0].dataType).alias(f.name))
+        actions = sparkio.write_files(self.spark, df.select(*cols), self.uri(name), dt.to_pyarrow_dataset().filesystem, parts)
+        dt.create_write_transaction(
+            actions,
+            mode=mode,
+            schema=table_schema,
+            partition_by=parts or None,
+            partition_filters=list(replace_where) if replace_where else None,
+            commit_properties=_commit(app_transactions, metadata),
+        )
+        return self.version(name)
+
+    def register_views(self, spark=None) -> list[str]:
+        """Register every table as a Spark temp view by its name; returns the names."""
+        spark = spark or self.spark
+        if spark is not self._spark and self._spark is None:
+            self._spark = spark
+        names = self.tables()
+        for name in names:
+            self.read(name).createOrReplaceTempView(name)
+        return names
+
+    # ----------------------------------------------------------------- maintenance
+    def optimize(self, name: str, target_size: int | None = None) -> dict:
+        """Compact small files (a data-neutral rewrite). Returns delta-rs's metrics."""
+        return self.table(name).optimize.compact(target_size=target_size)
+
+    def vacuum(self, name: str, retention_hours: int | None = None, dry_run: bool = False, enforce_retention_duration: bool = True) -> list[str]:
+        """Delete files no version within the retention references (and leftovers of
+        writes that never committed). Returns the files (to be) deleted."""
+        return self.table(name).vacuum(
+            retention_hours=retention_hours, dry_run=dry_run, enforce_retention_duration=enforce_retention_duration
+        )
+
+    # ----------------------------------------------------------------- app transactions
+    def app_version(self, name: str, app_id: str) -> int | None:
+        return self.table(name).transaction_version(app_id)
+
+    def app_versions(self, name: str, prefix: str = "", version: int | None = None) -> dict[str, int]:
+        """Every app id (starting with `prefix`) → its version, as of the table version."""
+        dt = self.table(name, version)
+        found = txlog.app_transactions(dt.to_pyarrow_dataset().filesystem, version)
+        return {k: v for k, v in found.items() if k.startswith(prefix)}
+
+
+def _compatible(have: pa.DataType, given: pa.DataType) -> bool:
+    """Types that are the same column in the log (e.g. string vs large_string)."""
+    pairs = [(pa.types.is_string, pa.types.is_large_string), (pa.types.is_binary, pa.types.is_large_binary)]
+    for a, b in pairs:
+        if (a(have) or b(have)) and (a(given) or b(given)):
+            return True
+    if pa.types.is_timestamp(have) and pa.types.is_timestamp(given):
+        return (have.tz is None) == (given.tz is None)
+    if pa.types.is_integer(have) and pa.types.is_integer(given):
+        return given.bit_width <= have.bit_width
+    return False
+
+
+def _first_per_key(data: pa.Table, key: list[str]) -> pa.Table:
+    if data.num_rows < 2:
+        return data
+    idx = pa.array(range(data.num_rows), pa.int64())
+    keyed = data.select(key).append_column("__row", idx)
+    first = keyed.group_by(key, use_threads=False).aggregate([("__row", "min")])["__row_min"]
+    if len(first) == data.num_rows:
+        return data
+    return data.take(first.take(pc.sort_indices(first)))
+
+
+def _anti_join(data: pa.Table, existing: pa.Table, key: list[str]) -> pa.Table:
+    idx = pa.array(range(data.num_rows), pa.int64())
+    keyed = data.select(key).append_column("__row", idx)
+    existing = existing.select(key).cast(keyed.select(key).schema)
+    kept = keyed.join(existing, keys=key, join_type="left anti", use_threads=False)["__row"]
+    return data.take(kept.take(pc.sort_indices(kept))) if len(kept) != data.num_rows else data

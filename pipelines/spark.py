@@ -1,0 +1,71 @@
+"""The one SparkSession factory of the project.
+
+Every Spark job of rebalance-audit gets its session here, so the settings the lake depends
+on are set in one place:
+
+* Parquet timestamps as TIMESTAMP_MICROS in UTC: delta-rs (which owns the Delta log, see
+  `pipelines.lake`) and other Delta readers do not read Spark's default INT96 timestamps.
+* `PYSPARK_PYTHON` = this interpreter, so Python workers (mapInArrow, UDFs) run in the same
+  virtualenv as the driver, not whatever `python3` is first on PATH.
+* Few shuffle partitions in local mode: the default 200 turns every small aggregation into
+  200 tiny tasks.
+* Log level WARN: Spark's INFO chatter would bury the command's own output.
+
+Spark allows one active SparkSession per process; `getOrCreate` returns the running one,
+so the master and config of the first call win.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+DEFAULT_MASTER = "local[*]"
+MASTER_ENV = "REBALANCE_AUDIT_SPARK_MASTER"
+
+
+def _local_cores(master: str) -> int:
+    """Cores a local master uses: local → 1, local[N] → N, local[*] → all."""
+    if master.startswith("local["):
+        inner = master[len("local["):].split(",")[0].rstrip("]")
+        if inner.isdigit():
+            return max(1, int(inner))
+        return os.cpu_count() or 1
+    if master == "local":
+        return 1
+    return os.cpu_count() or 1
+
+
+def get_spark(master: str | None = None, app_name: str = "rebalance-audit", conf: dict | None = None):
+    """Return the process's SparkSession, creating it on first use.
+
+    `master` defaults to $REBALANCE_AUDIT_SPARK_MASTER, else `local[*]`. `conf` entries
+    override the defaults below (e.g. {"spark.sql.shuffle.partitions": "64"} on a cluster).
+    """
+    master = master or os.environ.get(MASTER_ENV) or DEFAULT_MASTER
+    # Must be set before the JVM and the first Python worker start.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+    from pyspark.sql import SparkSession
+
+    settings = {
+        "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": str(2 * _local_cores(master)) if master.startswith("local") else "200",
+        "spark.default.parallelism": str(2 * _local_cores(master)) if master.startswith("local") else None,
+        # The lake commits Spark's files itself; the _SUCCESS marker would only be litter.
+        "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.ui.enabled": "false",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        # Spark's own bookkeeping of Parquet: skip the summary files nobody reads.
+        "spark.hadoop.parquet.summary.metadata.level": "NONE",
+    }
+    settings.update(conf or {})
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in settings.items():
+        if value is not None:
+            builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
