@@ -8,7 +8,8 @@ so that encoding gives back the original bytes.  Decoded blobs carry `_version`.
 
 The subscription's userData is decoded by the group's selected `protocol`:
 `sticky` -> StickyAssignor V1 `{previous_assignment, generation}` or V0
-`{previous_assignment}`; `cooperative-sticky` -> `{generation}`.  The decoded userData
+`{previous_assignment}`; `cooperative-sticky` -> `{generation}` (Java) or the sticky V1
+layout (librdkafka).  The decoded userData
 carries `_format` ("sticky-v1", "sticky-v0", "cooperative-sticky").  Null or empty
 userData stays as it is; other protocols keep the base64 bytes.
 """
@@ -35,9 +36,13 @@ _USER_DATA = {
     "cooperative-sticky": compile_struct(COOPERATIVE_STICKY_USER_DATA["fields"], 0, False,
                                          "CooperativeStickyAssignorUserData"),
 }
-# Order in which userData formats are tried, per selected protocol (StickyAssignor reads
-# V1 and falls back to V0).
-_USER_DATA_FORMATS = {"sticky": ("sticky-v1", "sticky-v0"), "cooperative-sticky": ("cooperative-sticky",)}
+# Order in which userData formats are tried, per selected protocol; the first that parses
+# all the bytes wins.  StickyAssignor reads V1 and falls back to V0.  For
+# cooperative-sticky, Java clients write `{generation}` (4 bytes) but librdkafka writes the
+# sticky V1 layout `{previous_assignment, generation}` (seen in the cooperative_rolling
+# recording), so both are tried, Java's first.
+_USER_DATA_FORMATS = {"sticky": ("sticky-v1", "sticky-v0"),
+                      "cooperative-sticky": ("cooperative-sticky", "sticky-v1", "sticky-v0")}
 
 
 def _read_versioned(raw: bytes, compiled: dict, what: str) -> dict:
