@@ -1,0 +1,705 @@
+"""Client `sticky` and `cooperative-sticky` (Kafka 3.9 `AbstractStickyAssignor` and subclasses).
+
+Ownership input:
+* `sticky` (eager): previous assignment and generation from the member's user data
+  (`STICKY_ASSIGNOR_USER_DATA_V1`, falling back to V0 without generation);
+* `cooperative-sticky`: `Subscription.ownedPartitions` + `generationId` (protocol v2+), else the
+  generation in the user data (`COOPERATIVE_STICKY_ASSIGNOR_USER_DATA_V0`).
+
+Claims on the same partition are resolved by generation (higher wins, equal = nobody keeps it). With
+identical subscriptions the constrained builder runs (quota-based, decided in the `HashMap` order of
+the members, hence `member_iteration_order` matters); otherwise the general builder (least-loaded
+first, then iterative balancing with prevAssignment hints and ping-pong avoidance). Both are
+KIP-881 rack-aware. `cooperative-sticky` then withholds every partition that changes owner between
+live members: the owner revokes it now and it is assigned in the follow-up rebalance.
+
+The Java `assert`s of the general builder are not enabled in production clients, so they are not
+checked here either.
+"""
+from __future__ import annotations
+
+import bisect
+import struct
+from math import ceil
+
+from .common import member_iteration_order, partition_rack_sets, use_rack_aware
+from .javahash import JavaHashSet, java_str_key, string_hashmap_order, topic_partition_hash
+from .model import AssignorError, MemberSpec, Problem, TopicPartition
+
+DEFAULT_GENERATION = -1
+
+
+# ---------------------------------------------------------------------------------------------
+# Member data (user data decoding)
+
+
+class _Underflow(Exception):
+    pass
+
+
+def _read_sticky_struct(buf: bytes, with_generation: bool):
+    pos = 0
+
+    def take(n: int) -> bytes:
+        nonlocal pos
+        if pos + n > len(buf):
+            raise _Underflow()
+        b = buf[pos:pos + n]
+        pos += n
+        return b
+
+    (count,) = struct.unpack(">i", take(4))
+    if count < 0:
+        raise _Underflow()  # a null array makes Java's iteration fail: treated as unparseable
+    partitions = []
+    for _ in range(count):
+        (slen,) = struct.unpack(">h", take(2))
+        if slen < 0:
+            raise _Underflow()
+        topic = take(slen).decode("utf-8", "replace")
+        (pcount,) = struct.unpack(">i", take(4))
+        if pcount < 0:
+            raise _Underflow()
+        for p in struct.unpack(f">{pcount}i", take(4 * pcount)):
+            partitions.append((topic, p))
+    generation = None
+    if with_generation:
+        (generation,) = struct.unpack(">i", take(4))
+    return partitions, generation
+
+
+def decode_sticky_user_data(data: bytes | None) -> tuple[list[TopicPartition], int | None]:
+    """`StickyAssignor.memberData`: (previous assignment, generation or None)."""
+    if not data:
+        return [], None
+    try:
+        return _read_sticky_struct(data, True)
+    except (_Underflow, struct.error):
+        pass
+    try:
+        return _read_sticky_struct(data, False)
+    except (_Underflow, struct.error):
+        return [], DEFAULT_GENERATION
+
+
+def encode_sticky_user_data(partitions: list[TopicPartition], generation: int) -> bytes:
+    """`STICKY_ASSIGNOR_USER_DATA_V1` for a member's assignment (topics grouped in first-seen order)."""
+    by_topic: dict[str, list[int]] = {}
+    for t, p in partitions:
+        by_topic.setdefault(t, []).append(p)
+    out = [struct.pack(">i", len(by_topic))]
+    for t, ps in by_topic.items():
+        tb = t.encode("utf-8")
+        out.append(struct.pack(">h", len(tb)) + tb + struct.pack(f">i{len(ps)}i", len(ps), *ps))
+    out.append(struct.pack(">i", generation))
+    return b"".join(out)
+
+
+def _member_data_sticky(m: MemberSpec):
+    return decode_sticky_user_data(m.user_data)
+
+
+def _member_data_cooperative(m: MemberSpec):
+    if m.generation is not None:
+        return list(m.owned), m.generation
+    if m.user_data is None:
+        return list(m.owned), None
+    if len(m.user_data) >= 4:
+        return list(m.owned), struct.unpack(">i", m.user_data[:4])[0]
+    return list(m.owned), DEFAULT_GENERATION
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+class _RackInfo:
+    def __init__(self, problem: Problem, counts: dict[str, int], order: list[str]):
+        consumers_by_rack: dict[str, list[str]] = {}
+        for mid in order:
+            r = problem.member(mid).rack
+            if r:
+                consumers_by_rack.setdefault(r, []).append(mid)
+        partition_racks: dict[TopicPartition, frozenset[str]] = {}
+        all_racks: set[str] = set()
+        if consumers_by_rack:
+            for t, n in counts.items():
+                for p, racks in enumerate(partition_rack_sets(problem, t, n)):
+                    partition_racks[(t, p)] = racks
+                    all_racks |= racks
+        if use_rack_aware(set(consumers_by_rack), all_racks, partition_racks.values()):
+            self.consumer_racks = {c: r for r, cs in consumers_by_rack.items() for c in cs}
+            self.partition_racks = partition_racks
+        else:
+            self.consumer_racks = {}
+            self.partition_racks = {}
+        # Computed from the local partition racks: partitions get sorted by it whenever any consumer
+        # has a rack, even if rack-aware assignment is off (a stable sort, usually a no-op).
+        self.num_consumers = {tp: sum(len(consumers_by_rack.get(r, ())) for r in racks)
+                              for tp, racks in partition_racks.items()}
+
+    def mismatch(self, consumer: str, tp: TopicPartition) -> bool:
+        rack = self.consumer_racks.get(consumer)
+        if rack is None:
+            return False
+        racks = self.partition_racks.get(tp)
+        return racks is None or rack not in racks
+
+    def sort_by_rack_consumers(self, parts: list[TopicPartition]) -> list[TopicPartition]:
+        if not self.num_consumers:
+            return parts
+        nc = self.num_consumers
+        return sorted(parts, key=lambda tp: nc.get(tp, 0))
+
+    def next_rack_consumer(self, tp: TopicPartition, consumers: list[str], first: int) -> int:
+        racks = self.partition_racks.get(tp)
+        if not racks:
+            return -1
+        n = len(consumers)
+        for i in range(n):
+            idx = (first + i) % n
+            r = self.consumer_racks.get(consumers[idx])
+            if r is not None and r in racks:
+                return idx
+        return -1
+
+
+def _all_subscriptions_equal(subs: dict[str, MemberSpec], all_topics: set[str], member_data):
+    """Returns (equal, consumer -> owned list, partitions with multiple previous owners, maxGeneration)."""
+    equal = True
+    subscribed: set[str] = set()
+    owner_of: dict[TopicPartition, str] = {}
+    owned: dict[str, list[TopicPartition]] = {}
+    multi: set[TopicPartition] = set()
+    max_gen = DEFAULT_GENERATION
+    for consumer, m in subs.items():
+        if not subscribed:
+            subscribed = set(m.topics)
+        elif equal and not (len(m.topics) == len(subscribed) and subscribed.issuperset(m.topics)):
+            equal = False
+        partitions, gen = member_data(m)
+        gen = DEFAULT_GENERATION if gen is None else gen
+        max_gen = max(max_gen, gen)
+        mine: list[TopicPartition] = []
+        owned[consumer] = mine
+        for tp in partitions:
+            if tp[0] not in all_topics:
+                continue
+            other = owner_of.get(tp)
+            if other is None:
+                mine.append(tp)
+                owner_of[tp] = consumer
+                continue
+            other_gen = subs[other].generation
+            other_gen = DEFAULT_GENERATION if other_gen is None else other_gen
+            if gen == other_gen:
+                multi.add(tp)
+                _remove_first(owned[other], tp)
+                owner_of[tp] = consumer
+            elif gen > other_gen:
+                mine.append(tp)
+                _remove_first(owned[other], tp)
+                owner_of[tp] = consumer
+    return equal, owned, multi, max_gen
+
+
+def _remove_first(lst: list, item) -> bool:
+    try:
+        lst.remove(item)
+        return True
+    except ValueError:
+        return False
+
+
+def _tp_key(tp: TopicPartition):
+    return (java_str_key(tp[0]), tp[1])
+
+
+class _Constrained:
+    def __init__(self, counts, rack: _RackInfo, owned: dict[str, list[TopicPartition]], owned_order: list[str],
+                 multi: set[TopicPartition]):
+        self.counts = counts
+        self.rack = rack
+        self.owned = owned
+        self.owned_order = owned_order
+        self.multi = multi
+        self.revoked: set[TopicPartition] = set()
+        self.under: list[str] = []
+        self.exact: list[str] = []
+        total = sum(counts.values())
+        n = len(owned)
+        self.min_q = total // n
+        self.max_q = ceil(total / n)
+        self.expected = total % n
+        self.current = 0
+        self.assignment: dict[str, list[TopicPartition]] = {c: [] for c in owned_order}
+        self.assigned: set[TopicPartition] = set()
+        self.transferring: dict[TopicPartition, str] = {}
+
+    def build(self):
+        self._assign_owned()
+        topics = sorted(self.counts, key=java_str_key)
+        unassigned = [(t, p) for t in topics for p in range(self.counts[t]) if (t, p) not in self.assigned]
+        self.under.sort(key=java_str_key)
+        self.exact.sort(key=java_str_key)
+        unassigned = self.rack.sort_by_rack_consumers(unassigned)
+        unassigned = self._rack_round_robin(unassigned)
+        self._round_robin(unassigned)
+        self._verify()
+        return self.assignment
+
+    def _assign_owned(self):
+        min_q, max_q = self.min_q, self.max_q
+        for c in self.owned_order:
+            mine = [tp for tp in self.owned[c] if not self.rack.mismatch(c, tp)]
+            mine.sort(key=lambda tp: (tp[1], java_str_key(tp[0])))
+            for tp in self.multi:
+                _remove_first(mine, tp)
+            target = self.assignment[c]
+            if len(mine) < min_q:
+                target.extend(mine)
+                self.assigned.update(mine)
+                self.under.append(c)
+            elif len(mine) >= max_q and self.current < self.expected:
+                self.current += 1
+                if self.current == self.expected:
+                    self.exact.clear()
+                target.extend(mine[:max_q])
+                self.assigned.update(mine[:max_q])
+                self.revoked.update(mine[max_q:])
+            else:
+                target.extend(mine[:min_q])
+                self.assigned.update(mine[:min_q])
+                self.revoked.update(mine[min_q:])
+                if self.current < self.expected:
+                    self.exact.append(c)
+
+    def _assign_new(self, tp, c) -> int:
+        lst = self.assignment[c]
+        lst.append(tp)
+        if tp in self.revoked or tp in self.multi:
+            self.transferring[tp] = c
+        return len(lst)
+
+    def _rack_round_robin(self, unassigned):
+        rack = self.rack
+        if not rack.consumer_racks:
+            return unassigned
+        under, exact = self.under, self.exact
+        next_idx = 0
+        left = []
+        for tp in unassigned:
+            consumer = None
+            ni = rack.next_rack_consumer(tp, under, next_idx)
+            if ni >= 0:
+                consumer = under[ni]
+                cnt = len(self.assignment[consumer]) + 1
+                if cnt >= self.min_q:
+                    under.remove(consumer)
+                    if cnt < self.max_q:
+                        exact.append(consumer)
+                else:
+                    ni += 1
+                next_idx = 0 if not under else ni % len(under)
+            elif exact:
+                fi = rack.next_rack_consumer(tp, exact, 0)
+                if fi >= 0:
+                    consumer = exact[fi]
+                    if len(self.assignment[consumer]) + 1 == self.max_q:
+                        del exact[fi]
+            if consumer is not None:
+                self._assign_new(tp, consumer)
+            else:
+                left.append(tp)
+        return left
+
+    def _round_robin(self, unassigned):
+        under, exact = self.under, self.exact
+        it = 0  # position of the LinkedList iterator over `under`
+        for tp in unassigned:
+            from_iter = True
+            if it < len(under):
+                consumer = under[it]
+                it += 1
+            elif not under and not exact:
+                raise AssignorError("IllegalStateException: No more unfilled consumers to be assigned.")
+            elif not under:
+                consumer = exact.pop(0)
+                from_iter = False
+            else:
+                consumer = under[0]
+                it = 1
+            count = self._assign_new(tp, consumer)
+            if count == self.min_q:
+                if not from_iter:
+                    raise AssignorError("IllegalStateException: iterator remove() without next() in assignRoundRobin")
+                it -= 1
+                del under[it]
+                exact.append(consumer)
+            elif count == self.max_q:
+                self.current += 1
+
+    def _verify(self):
+        if self.under:
+            if self.current != self.expected:
+                raise AssignorError("IllegalStateException: We haven't reached the expected number of members with "
+                                    "more than the minQuota partitions, but no more partitions to be assigned")
+            for c in self.under:
+                if len(self.assignment[c]) != self.min_q:
+                    raise AssignorError(f"IllegalStateException: Consumer: [{c}] doesn't reach minQuota partitions, "
+                                        "and no more partitions to be assigned")
+
+
+class _SortedMembers:
+    """`TreeSet<String>` ordered by (current assignment size, member id)."""
+
+    def __init__(self, sizes: dict[str, list]):
+        self.sizes = sizes
+        self.keys: list[tuple] = []
+
+    def _key(self, c):
+        return (len(self.sizes[c]), java_str_key(c), c)
+
+    def add(self, c):
+        k = self._key(c)
+        i = bisect.bisect_left(self.keys, k)
+        if i == len(self.keys) or self.keys[i] != k:
+            self.keys.insert(i, k)
+
+    def remove(self, c):
+        lst = self.sizes.get(c)
+        if lst is None:
+            return
+        k = self._key(c)
+        i = bisect.bisect_left(self.keys, k)
+        if i < len(self.keys) and self.keys[i] == k:
+            del self.keys[i]
+
+    def __iter__(self):
+        return (k[2] for k in list(self.keys))
+
+    def first(self):
+        return self.keys[0][2]
+
+    def last(self):
+        return self.keys[-1][2]
+
+
+class _General:
+    def __init__(self, counts, rack: _RackInfo, current: dict[str, list[TopicPartition]],
+                 current_order: list[str], subs: dict[str, MemberSpec], member_data, max_gen: int):
+        self.counts = counts
+        self.rack = rack
+        self.subs = subs
+        self.member_data = member_data
+        self.max_gen = max_gen
+        self.total = sum(counts.values())
+        self.current = {c: current[c] for c in current_order}
+        self.topic_consumers: dict[str, list[str]] = {t: [] for t in counts}
+        self.consumer_topics: dict[str, list[str]] = {}
+        for c, m in subs.items():
+            lst = []
+            self.consumer_topics[c] = lst
+            for t in m.topics:
+                if t in counts:
+                    lst.append(t)
+                    self.topic_consumers[t].append(c)
+            self.current.setdefault(c, [])
+        self.consumer_topic_sets = {c: set(ts) for c, ts in self.consumer_topics.items()}
+        self.pc: dict[TopicPartition, str] = {}
+        for c, lst in self.current.items():
+            for tp in lst:
+                self.pc[tp] = c
+        topics = sorted(self.topic_consumers, key=lambda t: (len(self.topic_consumers[t]), java_str_key(t)))
+        self.sorted_all = [(t, p) for t in topics for p in range(counts[t])]
+        self.sorted = _SortedMembers(self.current)
+        self.revocation_required = False
+        self.moves_by_partition: dict[TopicPartition, tuple[str, str]] = {}
+        self.moves_by_topic: dict[str, dict[tuple[str, str], JavaHashSet]] = {}
+        self._balanced_cache = None
+
+    def build(self):
+        prev: dict[TopicPartition, tuple[str, int]] = {}
+        for c, m in self.subs.items():  # prepopulateCurrentAssignments
+            parts, gen = self.member_data(m)
+            if gen is not None and gen < self.max_gen:
+                self._update_prev(prev, parts, c, gen)
+            elif gen is None and self.max_gen > DEFAULT_GENERATION:
+                self._update_prev(prev, parts, c, DEFAULT_GENERATION)
+        assigned = self._assign_owned()
+        assigned_set = set(assigned)
+        unassigned = [tp for tp in self.sorted_all if tp not in assigned_set]
+        for c in self.current:
+            self.sorted.add(c)
+        self._balance(prev, unassigned)
+        return self.current
+
+    @staticmethod
+    def _update_prev(prev, parts, consumer, gen):
+        for tp in parts:
+            old = prev.get(tp)
+            if old is None or gen > old[1]:
+                prev[tp] = (consumer, gen)
+
+    def _assign_owned(self):
+        assigned = []
+        for c, lst in self.current.items():
+            m = self.subs[c]
+            keep = []
+            for tp in lst:
+                if tp[0] not in self.topic_consumers:
+                    self.pc.pop(tp, None)
+                elif tp[0] not in m.topics or self.rack.mismatch(c, tp):
+                    self.revocation_required = True  # stays in pc on purpose (as in Java)
+                else:
+                    keep.append(tp)
+                    assigned.append(tp)
+            lst[:] = keep
+        return assigned
+
+    def _max_size(self, c):
+        topics = self.consumer_topics[c]
+        if len(topics) == len(self.counts):
+            return self.total
+        return sum(self.counts[t] for t in topics)
+
+    def _maybe_assign(self, parts, rack, remove):
+        left = []
+        for tp in parts:
+            if not self.topic_consumers[tp[0]]:
+                left.append(tp)
+                continue
+            done = False
+            for c in self.sorted:
+                if tp[0] in self.consumer_topic_sets[c] and (rack is None or not rack.mismatch(c, tp)):
+                    self.sorted.remove(c)
+                    self.current[c].append(tp)
+                    self.pc[tp] = c
+                    self.sorted.add(c)
+                    done = True
+                    break
+            if not (done and remove):
+                left.append(tp)
+        return left
+
+    def _can_consumer(self, c):
+        lst = self.current[c]
+        if len(lst) < self._max_size(c):
+            return True
+        return any(len(self.topic_consumers[tp[0]]) >= 2 for tp in lst)
+
+    def _balance(self, prev, unassigned):
+        initializing = len(self.current[self.sorted.last()]) == 0 if self.sorted.keys else True
+        to_assign = unassigned
+        if self.rack.consumer_racks:
+            to_assign = self._maybe_assign(list(unassigned), self.rack, True)
+        self._maybe_assign(to_assign, None, False)
+        fixed_topics = {t for t, cs in self.topic_consumers.items() if len(cs) < 2}
+        self.sorted_all = [tp for tp in self.sorted_all if tp[0] not in fixed_topics]
+        unassigned = [tp for tp in unassigned if tp[0] not in fixed_topics]
+        fixed: dict[str, list[TopicPartition]] = {}
+        for c in list(self.consumer_topics):
+            if not self._can_consumer(c):
+                self.sorted.remove(c)
+                fixed[c] = self.current.pop(c)
+        pre = {c: list(lst) for c, lst in self.current.items()}
+        pre_pc = dict(self.pc)
+        if not self.revocation_required:
+            self._perform(unassigned, prev)
+        performed = self._perform(self.sorted_all, prev)
+        if not initializing and performed and _score(self.current) >= _score(pre):
+            self.current = {c: list(lst) for c, lst in pre.items()}
+            self.pc = pre_pc
+        for c, lst in fixed.items():
+            self.current[c] = lst
+
+    def _is_balanced(self):
+        if self._balanced_cache is not None:
+            return self._balanced_cache
+        res = self._compute_balanced()
+        self._balanced_cache = res
+        return res
+
+    def _compute_balanced(self):
+        if not self.sorted.keys:
+            raise AssignorError("NoSuchElementException in AbstractStickyAssignor.isBalanced")
+        lo = len(self.current[self.sorted.first()])
+        hi = len(self.current[self.sorted.last()])
+        if lo >= hi - 1:
+            return True
+        for c in self.sorted:
+            count = len(self.current[c])
+            if count == self._max_size(c):
+                continue
+            for t in self.consumer_topics[c]:
+                for p in range(self.counts[t]):
+                    other = self.pc.get((t, p))
+                    if other == c:
+                        continue
+                    other_list = self.current.get(other)
+                    if other_list is None:
+                        raise AssignorError("NullPointerException in AbstractStickyAssignor.isBalanced")
+                    if count + 1 < len(other_list):
+                        return False
+        return True
+
+    def _perform(self, parts, prev) -> bool:
+        performed = False
+        rack = self.rack
+        while True:
+            modified = False
+            for tp in parts:
+                if self._is_balanced():
+                    break
+                consumer = self.pc.get(tp)
+                size = len(self.current[consumer])
+                prev_owner = prev.get(tp)
+                if prev_owner is not None:
+                    prev_list = self.current.get(prev_owner[0])
+                    if prev_list is None:
+                        raise AssignorError("NullPointerException in AbstractStickyAssignor.performReassignments "
+                                            f"(previous owner {prev_owner[0]} not participating)")
+                    if size > len(prev_list) + 1:
+                        self._reassign_to(tp, prev_owner[0])
+                        performed = modified = True
+                        continue
+                c_rack = rack.consumer_racks.get(consumer)
+                p_racks = rack.partition_racks.get(tp)
+                found = False
+                if c_rack is not None and p_racks and c_rack in p_racks:
+                    for other in self.topic_consumers[tp[0]]:
+                        o_rack = rack.consumer_racks.get(other)
+                        if o_rack is None or o_rack not in p_racks:
+                            continue
+                        if size > len(self.current[other]) + 1:
+                            self._reassign(tp)
+                            performed = modified = found = True
+                            break
+                if not found:
+                    for other in self.topic_consumers[tp[0]]:
+                        if size > len(self.current[other]) + 1:
+                            self._reassign(tp)
+                            performed = modified = True
+                            break
+            if not modified:
+                return performed
+
+    def _reassign(self, tp):
+        t = tp[0]
+        new = None
+        for c in self.sorted:
+            if t in self.consumer_topic_sets[c]:
+                new = c
+                break
+        if new is None:
+            raise AssignorError(f"AssertionError: no consumer to take {tp}")
+        self._reassign_to(tp, new)
+
+    def _reassign_to(self, tp, new):
+        old = self.pc.get(tp)
+        self._process(self._actual_to_move(tp, old, new), new)
+
+    def _actual_to_move(self, tp, old, new):
+        by_topic = self.moves_by_topic.get(tp[0])
+        if by_topic is None:
+            return tp
+        rec = self.moves_by_partition.get(tp)
+        if rec is not None:
+            old = rec[0]
+        s = by_topic.get((new, old))
+        if s is None:
+            return tp
+        return s.first()
+
+    def _process(self, tp, new):
+        self._balanced_cache = None
+        old = self.pc.get(tp)
+        self.sorted.remove(old)
+        self.sorted.remove(new)
+        if tp in self.moves_by_partition:
+            existing = self._remove_record(tp)
+            if existing[0] != new:
+                self._add_record(tp, (existing[0], new))
+        else:
+            self._add_record(tp, (old, new))
+        _remove_first(self.current[old], tp)
+        self.current[new].append(tp)
+        self.pc[tp] = new
+        self.sorted.add(new)
+        self.sorted.add(old)
+
+    def _remove_record(self, tp):
+        pair = self.moves_by_partition.pop(tp)
+        by_topic = self.moves_by_topic[tp[0]]
+        by_topic[pair].discard(tp)
+        if not by_topic[pair]:
+            del by_topic[pair]
+        if not by_topic:
+            del self.moves_by_topic[tp[0]]
+        return pair
+
+    def _add_record(self, tp, pair):
+        self.moves_by_partition[tp] = pair
+        by_topic = self.moves_by_topic.setdefault(tp[0], {})
+        s = by_topic.get(pair)
+        if s is None:
+            s = by_topic[pair] = JavaHashSet(lambda x: topic_partition_hash(x[0], x[1]))
+        s.add(tp)
+
+
+def _score(assignment: dict[str, list]) -> int:
+    sizes = sorted(len(v) for v in assignment.values())
+    n = len(sizes)
+    return sum(s * (2 * i - n + 1) for i, s in enumerate(sizes))
+
+
+def _assign(problem: Problem, cooperative: bool) -> dict[str, list[TopicPartition]]:
+    order = member_iteration_order(problem)
+    subs = {mid: problem.member(mid) for mid in order}
+    counts: dict[str, int] = {}
+    for m in subs.values():
+        for t in m.topics:
+            n = problem.topics.get(t)
+            if n:
+                counts[t] = n
+    member_data = _member_data_cooperative if cooperative else _member_data_sticky
+    rack = _RackInfo(problem, counts, order)
+    equal, owned, multi, max_gen = _all_subscriptions_equal(subs, set(counts), member_data)
+    # consumerToOwnedPartitions is a HashMap<String, ...> filled in subscription order.
+    owned_order = string_hashmap_order(order)
+    if equal:
+        builder = _Constrained(counts, rack, owned, owned_order, multi)
+        result = builder.build()
+        transferring = builder.transferring
+    else:
+        result = _General(counts, rack, owned, owned_order, subs, member_data, max_gen).build()
+        transferring = None
+    if cooperative:
+        if transferring is None:
+            transferring = _compute_transferring(subs, result)
+        for tp, c in transferring.items():
+            _remove_first(result[c], tp)
+    return result
+
+
+def _compute_transferring(subs, result):
+    added: dict[TopicPartition, str] = {}
+    revoked: set[TopicPartition] = set()
+    for c, assigned in result.items():
+        owned = subs[c].owned
+        owned_set = set(owned)
+        for tp in assigned:
+            if tp not in owned_set:
+                added[tp] = c
+        assigned_set = set(assigned)
+        for tp in owned:
+            if tp not in assigned_set:
+                revoked.add(tp)
+    return {tp: c for tp, c in added.items() if tp in revoked}
+
+
+def assign_sticky(problem: Problem) -> dict[str, list[TopicPartition]]:
+    return _assign(problem, cooperative=False)
+
+
+def assign_cooperative_sticky(problem: Problem) -> dict[str, list[TopicPartition]]:
+    return _assign(problem, cooperative=True)
