@@ -93,8 +93,10 @@ def iter_buffer_records(
 
     while pos < n:
         remaining = n - pos
-        if data.count(0, pos) == remaining:
-            return  # preallocated, never-written tail
+        if remaining >= _HEADER_UP_TO_MAGIC and data.count(0, pos) == remaining:
+            # Preallocated, never-written tail. (A shorter run of zeros is more likely the
+            # cut-off start of a batch whose base offset begins with zero bytes.)
+            return
         if remaining < _HEADER_UP_TO_MAGIC:
             yield fail(
                 f"truncated batch: only {remaining} bytes left at the end of the segment "

@@ -28,6 +28,7 @@ from . import compression as comp
 _V2_HEADER = struct.Struct(">qiiBIhiqqqhii")
 _V2_AFTER_CRC = struct.Struct(">hiqqqhii")  # Attributes .. RecordsCount
 DEFAULT_SEGMENT_BYTES = 104857600  # offsets.topic.segment.bytes default
+_CONTROL_IDS = {"ABORT": 0, "COMMIT": 1}  # ControlRecordType.java
 
 
 @dataclass(slots=True)
@@ -171,10 +172,15 @@ def build_control_batch(
     partition_leader_epoch: int = 0,
 ) -> bytes:
     """A transaction marker batch (transactional + control, one control record), as the
-    transaction coordinator has the partition leader append it. `control_type` is what
-    `pipelines.codec.encode_control_record` takes (e.g. "COMMIT" / "ABORT")."""
+    transaction coordinator has the partition leader append it. `control_type` is
+    "COMMIT" / "ABORT" or the ControlRecordType id (1 / 0)."""
     from pipelines.codec import encode_control_record  # the codec owns the marker schema
 
+    if isinstance(control_type, str):
+        try:
+            control_type = _CONTROL_IDS[control_type.upper()]
+        except KeyError:
+            raise ValueError(f"control_type must be COMMIT or ABORT, not {control_type!r}") from None
     key, value = encode_control_record(control_type, coordinator_epoch)
     return build_batch_v2(
         [WriteRecord(key, value)],
