@@ -222,7 +222,8 @@ class _Constrained:
         self.owned = owned
         self.owned_order = owned_order
         self.multi = multi
-        self.revoked: set[TopicPartition] = set()
+        # partition -> consumer that owned it but does not keep it (over quota or rack mismatch)
+        self.revoked: dict[TopicPartition, str] = {}
         self.under: list[str] = []
         self.exact: list[str] = []
         total = sum(counts.values())
@@ -250,7 +251,12 @@ class _Constrained:
     def _assign_owned(self):
         min_q, max_q = self.min_q, self.max_q
         for c in self.owned_order:
-            mine = [tp for tp in self.owned[c] if not self.rack.mismatch(c, tp)]
+            mine = []
+            for tp in self.owned[c]:
+                if self.rack.mismatch(c, tp):
+                    self.revoked[tp] = c
+                else:
+                    mine.append(tp)
             mine.sort(key=lambda tp: (tp[1], java_str_key(tp[0])))
             for tp in self.multi:
                 _remove_first(mine, tp)
@@ -265,18 +271,21 @@ class _Constrained:
                     self.exact.clear()
                 target.extend(mine[:max_q])
                 self.assigned.update(mine[:max_q])
-                self.revoked.update(mine[max_q:])
+                for tp in mine[max_q:]:
+                    self.revoked[tp] = c
             else:
                 target.extend(mine[:min_q])
                 self.assigned.update(mine[:min_q])
-                self.revoked.update(mine[min_q:])
+                for tp in mine[min_q:]:
+                    self.revoked[tp] = c
                 if self.current < self.expected:
                     self.exact.append(c)
 
     def _assign_new(self, tp, c) -> int:
         lst = self.assignment[c]
         lst.append(tp)
-        if tp in self.revoked or tp in self.multi:
+        prev_owner = self.revoked.get(tp)
+        if (prev_owner is not None and prev_owner != c) or tp in self.multi:
             self.transferring[tp] = c
         return len(lst)
 
@@ -295,7 +304,7 @@ class _Constrained:
                 cnt = len(self.assignment[consumer]) + 1
                 if cnt >= self.min_q:
                     under.remove(consumer)
-                    if cnt < self.max_q:
+                    if cnt < self.max_q and self.current < self.expected:
                         exact.append(consumer)
                 else:
                     ni += 1
@@ -306,6 +315,9 @@ class _Constrained:
                     consumer = exact[fi]
                     if len(self.assignment[consumer]) + 1 == self.max_q:
                         del exact[fi]
+                        self.current += 1
+                        if self.current == self.expected:
+                            exact.clear()
             if consumer is not None:
                 self._assign_new(tp, consumer)
             else:
