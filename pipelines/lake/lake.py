@@ -212,6 +212,7 @@ class Lake:
                 if range_column
                 else {}
             ]
+        has_nulls = bool(range_column) and data[range_column].null_count > 0
         expr = None
         for g in ranges:
             term = None
@@ -219,7 +220,11 @@ class Lake:
                 t = ds.field(c).is_null() if g[c] is None else ds.field(c) == g[c]
                 term = t if term is None else term & t
             if range_column:
-                t = (ds.field(range_column) >= g[f"{range_column}_min"]) & (ds.field(range_column) <= g[f"{range_column}_max"])
+                lo, hi = g[f"{range_column}_min"], g[f"{range_column}_max"]
+                # min/max skip nulls: rows with a null range value match only null ones.
+                t = (ds.field(range_column) >= lo) & (ds.field(range_column) <= hi) if lo is not None else None
+                if has_nulls:
+                    t = ds.field(range_column).is_null() if t is None else t | ds.field(range_column).is_null()
                 term = t if term is None else term & t
             if term is not None:
                 expr = term if expr is None else expr | term

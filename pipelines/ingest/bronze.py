@@ -1,0 +1,143 @@
+"""Buffered, idempotent writers of bronze rows, and what a run loaded.
+
+Rows are buffered column-wise and flushed as one `insert_if_absent` commit per chunk, so
+memory stays bounded on a multi-GB segment folder and a re-run (or a second replica of the
+same partition) inserts nothing it already holds.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from pipelines.ingest.schemas import OFFSETS_RECORDS, QUARANTINE, RAW_LIMIT, BronzeTable, ensure
+
+CLUSTER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+DEFAULT_CLUSTER = "default"
+CHUNK_ROWS = 200_000
+
+
+def check_cluster(name: str) -> str:
+    # The name becomes a Delta partition folder (cluster=NAME/): keep it path- and SQL-safe.
+    if not CLUSTER_NAME.match(name or ""):
+        raise ValueError(f"bad cluster name {name!r}: letters, digits, '.', '_', '-' (max 64), starting with a letter or digit")
+    return name
+
+
+def now_utc() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def ranges(offsets: list[int]) -> list[tuple[int, int]]:
+    """Sorted offsets → inclusive contiguous ranges [(first, last), ...]."""
+    out: list[tuple[int, int]] = []
+    for o in sorted(offsets):
+        if out and o == out[-1][1] + 1:
+            out[-1] = (out[-1][0], o)
+        elif not out or o > out[-1][1]:
+            out.append((o, o))
+    return out
+
+
+def format_ranges(rs: list[tuple[int, int]], limit: int = 4) -> str:
+    parts = [f"{a}" if a == b else f"{a}-{b}" for a, b in rs[:limit]]
+    if len(rs) > limit:
+        parts.append(f"... ({len(rs)} ranges)")
+    return ",".join(parts)
+
+
+@dataclass
+class Summary:
+    """What one ingestion run did, per table and per partition."""
+
+    seen: int = 0
+    inserted: int = 0
+    quarantined_seen: int = 0
+    quarantined: int = 0
+    commits: int = 0
+    inserted_offsets: dict = field(default_factory=lambda: defaultdict(list))  # (cluster, partition) → offsets
+    extra: dict = field(default_factory=dict)
+
+    def loaded_ranges(self) -> dict[tuple[str, int], list[tuple[int, int]]]:
+        return {k: ranges(v) for k, v in sorted(self.inserted_offsets.items())}
+
+
+class BufferedWriter:
+    """Column buffers for one bronze table, flushed through `Lake.insert_if_absent`."""
+
+    def __init__(self, lake, table: BronzeTable, summary: Summary, chunk_rows: int = CHUNK_ROWS, track_offsets: bool = False):
+        self.lake = lake
+        self.table = table
+        self.summary = summary
+        self.chunk_rows = chunk_rows
+        self.track_offsets = track_offsets
+        self.names = table.schema.names
+        self.cols: dict[str, list] = {n: [] for n in self.names}
+        ensure(lake, table)
+
+    def __len__(self) -> int:
+        return len(self.cols[self.names[0]])
+
+    def add(self, row: dict) -> None:
+        for n in self.names:
+            self.cols[n].append(row.get(n))
+        if len(self) >= self.chunk_rows:
+            self.flush()
+
+    def flush(self, app_transactions: dict[str, int] | None = None, metadata: dict | None = None) -> pa.Table:
+        """Insert the buffered rows not yet in the table, in one commit (with the given
+        app transactions even when nothing is new). Returns the rows inserted."""
+        if not len(self) and not app_transactions:
+            return self.table.schema.empty_table()
+        data = pa.Table.from_pydict(self.cols, schema=self.table.schema)
+        self.cols = {n: [] for n in self.names}
+        if self.table.key:
+            inserted = self.lake.insert_if_absent(
+                self.table.name,
+                data,
+                key=list(self.table.key),
+                range_column=self.table.range_column,
+                app_transactions=app_transactions,
+                metadata=metadata,
+            )
+        else:
+            self.lake.append(self.table.name, data, app_transactions=app_transactions, metadata=metadata)
+            inserted = data
+        if inserted.num_rows or app_transactions:
+            self.summary.commits += 1
+        if self.table is QUARANTINE:
+            self.summary.quarantined += inserted.num_rows
+        else:
+            self.summary.inserted += inserted.num_rows
+        if self.track_offsets and inserted.num_rows:
+            for c, p, o in zip(
+                inserted.column("cluster").to_pylist(), inserted.column("partition").to_pylist(), inserted.column("offset").to_pylist()
+            ):
+                self.summary.inserted_offsets[(c, p)].append(o)
+        return inserted
+
+
+def quarantine_row(cluster: str, source: str, source_key: str, reason: str, **fields) -> dict:
+    raw = fields.pop("raw", None)
+    if raw is not None and len(raw) > RAW_LIMIT:
+        raw = bytes(raw[:RAW_LIMIT])
+    return {
+        "cluster": cluster,
+        "source": source,
+        "source_key": f"{source}:{source_key}",
+        "reason": reason,
+        "raw": raw,
+        "ingested_at": now_utc(),
+        **fields,
+    }
+
+
+def offsets_writer(lake, summary: Summary, chunk_rows: int = CHUNK_ROWS) -> BufferedWriter:
+    return BufferedWriter(lake, OFFSETS_RECORDS, summary, chunk_rows, track_offsets=True)
+
+
+def quarantine_writer(lake, summary: Summary) -> BufferedWriter:
+    return BufferedWriter(lake, QUARANTINE, summary)
