@@ -267,7 +267,7 @@ FORMATS: tuple[Format, ...] = (
        r"will not trigger (?:a )?rebalance\.$"),
     _f("member_fenced", "Scala 2.3+ (static)", "for static member with groupInstanceId=",
        rf"^Request memberId={M} for static member with groupInstanceId=(?P<gi>.+?) is fenced by current "
-       r"memberId=(?P<current>.+) during operation (?P<op>\w+)$", _scala_fenced),
+       r"memberId=(?P<current>.+) during operation (?P<op>\S+)$", _scala_fenced),
     _f("empty_assignment", "Scala / Java (WARN)", "Setting empty assignments for members",
        rf"^Setting empty assignments for members (?P<removed>.+) of {G} for generation (?P<generation>\d+)$", _removed),
     _f("empty_assignment", "Scala / Java (WARN)", "Sending empty assignment to member",
@@ -398,7 +398,7 @@ FORMATS: tuple[Format, ...] = (
     _f("member_assignment_state", "Java 3.7", "transitioned from",
        rf"^\[GroupId {GL}\] Member (?P<member_id>.+?) transitioned from (?P<frm>.*) to (?P<to>.*)\.$", _transition_37),
     _f("member_left", "Java 3.7+ (static)", "left the ",
-       rf"^\[GroupId {GL}\] Static [Mm]ember {M} with instance id (?P<gi>.+) (?P<state>temporarily )?left the "
+       rf"^\[GroupId {GL}\] Static [Mm]ember {M} with instance id (?P<gi>.+?) (?:(?P<state>temporarily) )?left the "
        r"(?P<protocol>\w+) group\.$", _leave),
     _f("member_left", "Java 3.7+", "left the ",
        rf"^\[GroupId {GL}\] Member {M} left the (?P<protocol>\w+) group\.$", _leave),
