@@ -9,8 +9,9 @@ Engine code shared by the live tests and the demo (no pytest here):
 """
 from .broker import CLIENT_PROPERTIES, BrokerError, KafkaBroker, offsets_partition_for
 from .kafka_home import TestbedUnavailable, find_java, find_kafka_home
+from .offsets_topic import OffsetsTopicRecord, read_offsets_topic
 
 __all__ = [
     "CLIENT_PROPERTIES", "BrokerError", "KafkaBroker", "TestbedUnavailable",
-    "find_java", "find_kafka_home", "offsets_partition_for",
+    "find_java", "find_kafka_home", "offsets_partition_for", "OffsetsTopicRecord", "read_offsets_topic",
 ]

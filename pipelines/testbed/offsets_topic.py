@@ -1,0 +1,96 @@
+"""Read every record of ``__consumer_offsets`` back from a live broker, raw.
+
+A plain librdkafka consumer with ``assign()`` on all partitions from the beginning
+(no group membership, no commits, so reading leaves no trace in the topic) reads up
+to the high watermark each partition had when reading began.
+
+Kafka 0.9 writes magic-0 messages: they carry no timestamp, so ``timestamp`` is None
+for them (librdkafka reports TIMESTAMP_NOT_AVAILABLE). Key and value are the exact
+bytes the coordinator wrote; a tombstone has ``value`` None.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Mapping
+
+from .broker import CLIENT_PROPERTIES, OFFSETS_TOPIC
+
+
+@dataclass(frozen=True)
+class OffsetsTopicRecord:
+    partition: int
+    offset: int
+    timestamp: int | None        # ms since the epoch; None when the message has none
+    timestamp_type: str | None   # "create" / "log_append" / None
+    key: bytes | None
+    value: bytes | None          # None = tombstone
+
+
+_TS_TYPES = {1: "create", 2: "log_append"}
+
+
+def read_offsets_topic(bootstrap_servers: str, *, client_properties: Mapping[str, object] | None = None,
+                       timeout: float = 30.0, topic: str = OFFSETS_TOPIC) -> list[OffsetsTopicRecord]:
+    """All records of ``topic`` (default ``__consumer_offsets``), by partition then offset.
+
+    ``client_properties`` are extra librdkafka properties; the 0.9 fallback ones are
+    the default. Raises TimeoutError if the partitions cannot be read to their high
+    watermark within ``timeout`` seconds, and RuntimeError on a consumer error.
+    """
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+    props = {
+        **CLIENT_PROPERTIES,
+        **dict(client_properties or {}),
+        "bootstrap.servers": bootstrap_servers,
+        # librdkafka requires a group id even for assign(); with no subscribe() and no
+        # commits it never joins or writes anything under it.
+        "group.id": "rebalance-audit-offsets-reader",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "earliest",
+        "enable.partition.eof": False,
+    }
+    deadline = time.monotonic() + timeout
+    consumer = Consumer(props)
+    try:
+        md = consumer.list_topics(timeout=timeout)
+        if topic not in md.topics or md.topics[topic].error is not None:
+            raise RuntimeError(f"topic {topic} is not available: "
+                               f"{md.topics[topic].error if topic in md.topics else 'missing'}")
+        partitions = sorted(md.topics[topic].partitions)
+        ends: dict[int, int] = {}
+        for p in partitions:
+            low, high = consumer.get_watermark_offsets(
+                TopicPartition(topic, p), timeout=max(1.0, deadline - time.monotonic()))
+            if high > low:
+                ends[p] = high
+        records: list[OffsetsTopicRecord] = []
+        if not ends:
+            return records
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
+        remaining = dict(ends)
+        while remaining:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"reading {topic}: partitions {sorted(remaining)} not read to "
+                                   f"their end within {timeout:.0f} s")
+            for msg in consumer.consume(num_messages=500, timeout=0.5):
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        continue
+                    raise RuntimeError(f"reading {topic}: {err}")
+                p, off = msg.partition(), msg.offset()
+                ts_type, ts = msg.timestamp()
+                records.append(OffsetsTopicRecord(
+                    partition=p, offset=off,
+                    timestamp=ts if ts_type in _TS_TYPES and ts >= 0 else None,
+                    timestamp_type=_TS_TYPES.get(ts_type),
+                    key=msg.key(), value=msg.value()))
+                if p in remaining and off + 1 >= remaining[p]:
+                    del remaining[p]
+        records.sort(key=lambda r: (r.partition, r.offset))
+        return records
+    finally:
+        consumer.close()
