@@ -281,6 +281,7 @@ def _read_file(path: Path, ts_parser: TimestampParser, configured_broker: int | 
         yield LogEntry(file=name, line=0, error=f"cannot open: {exc}")
         return
     last_broker = configured_broker
+    held = _HeldForBroker(configured_broker)
     lineno = 0
     pending: list | None = None  # [lineno, entry fields..., continuation list]
     try:
@@ -303,7 +304,7 @@ def _read_file(path: Path, ts_parser: TimestampParser, configured_broker: int | 
                     if not _HEADER_RE.match(raw):
                         pending[-1].append(raw)
                         continue
-                    yield _finish(pending, name)
+                    yield from held.push(_finish(pending, name))
                     pending = None
                 if _NEEDLE not in raw:
                     continue
@@ -311,8 +312,9 @@ def _read_file(path: Path, ts_parser: TimestampParser, configured_broker: int | 
                     line = raw.decode("utf-8").rstrip("\r\n")
                 except UnicodeDecodeError as exc:
                     stats.errors += 1
-                    yield LogEntry(file=name, line=lineno, text=raw.decode("utf-8", "replace").rstrip("\r\n"),
-                                   error=f"invalid UTF-8 at byte {exc.start} of the line")
+                    yield from held.push(LogEntry(
+                        file=name, line=lineno, text=raw.decode("utf-8", "replace").rstrip("\r\n"),
+                        error=f"invalid UTF-8 at byte {exc.start} of the line"))
                     continue
                 m = _ENTRY_RE.match(line)
                 if m is None:
@@ -322,8 +324,8 @@ def _read_file(path: Path, ts_parser: TimestampParser, configured_broker: int | 
                     tail = re.search(r"\(([\w.$\-]+)\)\s*$", line)
                     if tail and is_coordinator_logger(tail.group(1)):
                         stats.coordinator_lines += 1
-                        yield LogEntry(file=name, line=lineno, logger=tail.group(1), message=line,
-                                       broker=last_broker, text=line)
+                        yield from held.push(LogEntry(file=name, line=lineno, logger=tail.group(1), message=line,
+                                       broker=last_broker, text=line))
                     continue
                 logger = m.group("logger")
                 msg = m.group("msg")
@@ -333,6 +335,7 @@ def _read_file(path: Path, ts_parser: TimestampParser, configured_broker: int | 
                 if b is not None:
                     broker = int(b.group(1))
                     last_broker = broker
+                    held.known(broker)
                 else:
                     broker = configured_broker if configured_broker is not None else last_broker
                 ts_text = m.group("ts")
@@ -344,12 +347,14 @@ def _read_file(path: Path, ts_parser: TimestampParser, configured_broker: int | 
             stats.bytes_read += nbytes
             stats.per_file[name] = lineno
         if pending is not None:
-            yield _finish(pending, name)
+            yield from held.push(_finish(pending, name))
             pending = None
+        yield from held.flush()
     except (EOFError, zlib.error, OSError) as exc:
         # gzip cut off mid-stream, or a corrupt member: keep what was read, report the rest.
         if pending is not None:
-            yield _finish(pending, name)
+            yield from held.push(_finish(pending, name))
+        yield from held.flush()
         stats.errors += 1
         kind = "truncated or corrupt gzip file" if gzipped else "read error"
         yield LogEntry(file=name, line=lineno, error=f"{kind} after line {lineno}: {exc}")
@@ -363,3 +368,38 @@ def _finish(p: list, name: str) -> LogEntry:
     text = line if not continuation else "\n".join((line, *continuation))
     return LogEntry(file=name, line=lineno, ts=ts, ts_text=ts_text, level=level, logger=logger,
                     message=msg, broker=broker, text=text, continuation=continuation)
+
+
+class _HeldForBroker:
+    """Entries read before the file has printed any broker id wait (in order, bounded) for
+    the first one: a server.log is one broker's, so its id applies to them too (the Java
+    event-processor threads log before any `[GroupCoordinator id=N]` line)."""
+
+    LIMIT = 10_000
+
+    def __init__(self, broker: int | None):
+        self.broker = broker
+        self.items: list[LogEntry] = []
+
+    def known(self, broker: int) -> None:
+        if self.broker is None:
+            self.broker = broker
+
+    def push(self, entry: LogEntry) -> Iterator[LogEntry]:
+        if self.broker is not None:
+            if self.items:
+                yield from self.flush()
+            if entry.broker is None:
+                entry.broker = self.broker
+            yield entry
+            return
+        self.items.append(entry)
+        if len(self.items) >= self.LIMIT:
+            yield from self.flush()
+
+    def flush(self) -> Iterator[LogEntry]:
+        items, self.items = self.items, []
+        for e in items:
+            if e.broker is None and e.error is None:
+                e.broker = self.broker
+            yield e
