@@ -14,7 +14,7 @@ from __future__ import annotations
 import calendar
 import datetime as _dt
 import gzip
-import io
+import itertools
 import os
 import re
 import zlib
@@ -205,13 +205,57 @@ def _broker_for(path: Path, brokers: Mapping[Path, int]) -> int | None:
     return None
 
 
+_GZ_CHUNK = 1 << 20
+
+
+def _gzip_chunks(f) -> Iterator[bytes]:
+    """Decompressed blocks of a (multi-member) gzip file, bounded in size.
+
+    Done by hand rather than with GzipFile so that a file cut off mid-stream still yields
+    everything before the cut, then raises EOFError.
+    """
+    d = None
+    while True:
+        data = f.read(_GZ_CHUNK)
+        if not data:
+            if d is None or not d.eof:
+                raise EOFError("compressed file ended before the end-of-stream marker was reached")
+            return
+        while data:
+            if d is None or d.eof:
+                if d is not None and not data.strip(b"\x00"):
+                    break  # zero padding after the last member
+                d = zlib.decompressobj(wbits=31)
+            out = d.decompress(data, 8 * _GZ_CHUNK)
+            if out:
+                yield out
+            data = d.unused_data if d.eof else d.unconsumed_tail
+
+
+def _lines(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    tail = b""
+    for chunk in chunks:
+        parts = (tail + chunk).split(b"\n") if tail else chunk.split(b"\n")
+        tail = parts.pop()
+        for part in parts:
+            yield part + b"\n"
+    if tail:
+        yield tail
+
+
 def _open(path: Path):
-    """Binary line reader; gzip detected by magic bytes (logrotate may not keep `.gz`)."""
+    """(line iterator, first bytes for sniffing, gzipped?, file). Gzip is detected by its
+    magic bytes (logrotate may not keep `.gz`)."""
     f = open(path, "rb", buffering=1 << 20)
-    magic = f.peek(2)[:2]
-    if magic == b"\x1f\x8b":
-        return io.BufferedReader(gzip.GzipFile(fileobj=f, mode="rb"), buffer_size=1 << 20), True
-    return f, False
+    try:
+        if f.peek(2)[:2] == b"\x1f\x8b":
+            chunks = _gzip_chunks(f)
+            first = next(chunks, b"")
+            return _lines(itertools.chain((first,), chunks)), first[:_BINARY_SAMPLE], True, f
+        return f, f.peek(_BINARY_SAMPLE)[:_BINARY_SAMPLE], False, f
+    except BaseException:
+        f.close()
+        raise
 
 
 def _looks_binary(sample: bytes) -> bool:
@@ -222,12 +266,9 @@ def _looks_binary(sample: bytes) -> bool:
     bad = sum(1 for b in sample if b < 9 or 13 < b < 32 or b == 127)
     if bad > len(sample) * 0.05:
         return True
-    try:
-        sample.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        # A cut multi-byte character at the end of the sample is not evidence.
-        return exc.start < len(sample) - 4
-    return False
+    # A stray invalid byte sequence is a per-line error later, not a binary file.
+    text = sample.decode("utf-8", "replace")
+    return text.count("\ufffd") > max(4, len(text) * 0.05)
 
 
 def entry_from_text(text: str, *, file: str = "", line: int = 0, broker: int | None = None,
@@ -274,30 +315,26 @@ def iter_log_entries(paths: Iterable[str | os.PathLike], tz: str = "UTC",
 def _read_file(path: Path, ts_parser: TimestampParser, configured_broker: int | None,
                stats: ReadStats) -> Iterator[LogEntry]:
     name = str(path)
+    gzipped = path.name.endswith(".gz")
     try:
-        f, gzipped = _open(path)
-    except OSError as exc:
+        lines, sample, gzipped, f = _open(path)
+    except (OSError, EOFError, zlib.error) as exc:
         stats.errors += 1
-        yield LogEntry(file=name, line=0, error=f"cannot open: {exc}")
+        kind = "unreadable gzip file" if gzipped else "cannot open"
+        yield LogEntry(file=name, line=0, error=f"{kind}: {exc}")
         return
     last_broker = configured_broker
     held = _HeldForBroker(configured_broker)
     lineno = 0
     pending: list | None = None  # [lineno, entry fields..., continuation list]
     try:
-        try:
-            sample = f.peek(_BINARY_SAMPLE)[:_BINARY_SAMPLE]
-        except (OSError, EOFError, zlib.error) as exc:
-            stats.errors += 1
-            yield LogEntry(file=name, line=0, error=f"unreadable {'gzip ' if gzipped else ''}file: {exc}")
-            return
         if _looks_binary(sample):
             stats.errors += 1
             yield LogEntry(file=name, line=0, error="not a text log file (binary content)")
             return
         nbytes = 0
         try:
-            for raw in f:
+            for raw in lines:
                 lineno += 1
                 nbytes += len(raw)
                 if pending is not None:
