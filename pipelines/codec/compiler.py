@@ -56,6 +56,8 @@ def _prefix(name: str, exc: Exception) -> FieldError:
         return FieldError(f"{name}.{exc.path}" if exc.path else name, exc.msg)
     if isinstance(exc, (struct.error, IndexError)):
         return FieldError(name, "truncated: value ends before this field")
+    if isinstance(exc, UnicodeDecodeError):
+        return FieldError(name, f"string is not valid UTF-8 ({exc.reason})")
     return FieldError(name, str(exc))
 
 
@@ -420,7 +422,6 @@ class CompiledStruct:
 
 
 def compile_struct(fields: list[dict], version: int, flexible: bool, name: str) -> CompiledStruct:
-    read_steps: list[tuple[str, object]] = []
     write_steps: list[tuple[str, object]] = []
     allowed: set[str] = set()
     foreign: dict[str, tuple[bool, object]] = {}   # fields of other versions: (ignorable, default)
@@ -428,6 +429,7 @@ def compile_struct(fields: list[dict], version: int, flexible: bool, name: str) 
     tag_writers: list[tuple[int, str, object]] = []
     run: list[tuple[str, str, object]] = []         # pending fixed-width fields: (name, code, default)
     field_names: list[str] = []
+    plan: list[tuple] = []                          # what the generated reader does, in order
 
     def flush_run():
         if not run:
@@ -435,12 +437,8 @@ def compile_struct(fields: list[dict], version: int, flexible: bool, name: str) 
         names = tuple(n for n, _, _ in run)
         defaults = tuple(d for _, _, d in run)
         st = struct.Struct(">" + "".join(c for _, c, _ in run))
-        size, unpack, pack = st.size, st.unpack_from, st.pack
+        pack = st.pack
         label = ", ".join(names)
-
-        def read_run(buf, pos, d):
-            d.update(zip(names, unpack(buf, pos)))
-            return pos + size
 
         def write_run(d, out):
             vals = [d.get(n, dflt) for n, dflt in zip(names, defaults)]
@@ -451,8 +449,8 @@ def compile_struct(fields: list[dict], version: int, flexible: bool, name: str) 
                 out += pack(*vals)
             except struct.error as exc:
                 raise FieldError(label, f"value out of range: {exc}") from None
-        read_steps.append((label, read_run))
         write_steps.append((label, write_run))
+        plan.append(("run", names, st))
         run.clear()
 
     for spec in fields:
@@ -474,35 +472,24 @@ def compile_struct(fields: list[dict], version: int, flexible: bool, name: str) 
             continue
         flush_run()
         reader, writer = make_value_codec(spec, version, flexible)
-
-        def read_step(buf, pos, d, _n=jname, _r=reader):
-            d[_n], pos = _r(buf, pos)
-            return pos
+        if spec["type"] == "string":
+            plan.append(("string", jname, in_versions(spec.get("nullableVersions"), version)))
+        else:
+            plan.append(("call", jname, reader))
 
         def write_step(d, out, _n=jname, _w=writer, _dflt=default):
             v = d.get(_n, _dflt)
             if v is _MISSING:
                 raise FieldError("", "missing (no default)")
             _w(v, out)
-        read_steps.append((jname, read_step))
         write_steps.append((jname, write_step))
     flush_run()
 
     if flexible:
-        read_steps.append(("<tagged fields>", _make_tag_reader(tags)))
+        plan.append(("call_tags", "<tagged fields>", _make_tag_reader(tags)))
         write_steps.append(("<tagged fields>", _make_tag_writer(tag_writers)))
         allowed.add(UNKNOWN_TAGS_KEY)
     allowed.update(tags[t][0] for t in tags)
-
-    def read(buf, pos):
-        d = {}
-        label = name
-        try:
-            for label, step in read_steps:
-                pos = step(buf, pos, d)
-        except Exception as exc:
-            raise _prefix(label, exc) from None
-        return d, pos
 
     def write(d, out):
         if not isinstance(d, dict):
@@ -518,7 +505,7 @@ def compile_struct(fields: list[dict], version: int, flexible: bool, name: str) 
             raise _prefix(label, exc) from None
 
     cs = CompiledStruct()
-    cs.name, cs.read, cs.write = name, read, write
+    cs.name, cs.read, cs.write = name, _generate_reader(plan, flexible, name), write
     cs.field_names, cs.tagged_names = tuple(field_names), tuple(tags[t][0] for t in sorted(tags))
     return cs
 
@@ -607,3 +594,63 @@ def _make_tag_writer(tag_writers):
             write_uvarint(out, len(payload))
             out += payload
     return write_tags
+
+
+# --- generated readers -----------------------------------------------------------------
+# Writers are step lists (encoding is not on the hot path); each struct's reader is one
+# straight-line Python function generated from its plan (fixed-width runs as one
+# precomputed struct unpack, strings inline, everything else through the closures).  The
+# source is built only from our schema table, never from record data.
+
+def _generate_reader(plan, flexible, name):
+    ns = {"FieldError": FieldError, "_prefix": _prefix, "_h": _S_H.unpack_from,
+          "read_uvarint": read_uvarint, "MAX": MAX_STRING_BYTES}
+    lines = ["def read(buf, pos):", "    d = {}", "    _f = %r" % name, "    try:"]
+    add = lines.append
+    for i, item in enumerate(plan):
+        kind = item[0]
+        if kind == "run":
+            _, names, st = item
+            ns[f"_s{i}"] = st.unpack_from
+            add(f"        _f = {', '.join(names)!r}")
+            targets = "".join(f"d[{n!r}], " for n in names)
+            add(f"        {targets}= _s{i}(buf, pos)")
+            add(f"        pos += {st.size}")
+        elif kind == "string":
+            _, jname, nullable_ok = item
+            add(f"        _f = {jname!r}")
+            if flexible:
+                add("        n, pos = read_uvarint(buf, pos)")
+                add("        n -= 1")
+            else:
+                add("        n = _h(buf, pos)[0]")
+                add("        pos += 2")
+            add("        if n < 0:")
+            if nullable_ok:
+                add("            if n != -1: raise FieldError('', f'invalid string length {n}')")
+                add(f"            d[{jname!r}] = None")
+            else:
+                add("            raise FieldError('', 'non-nullable string was serialized as null' if n == -1 "
+                    "else f'invalid string length {n}')")
+            add("        else:")
+            add("            if n > MAX: raise FieldError('', f\"string length {n} exceeds Kafka's limit of {MAX}\")")
+            add("            end = pos + n")
+            add("            if end > len(buf): raise FieldError('', f'truncated: string of {n} bytes needs '"
+                " f'{end - len(buf)} more byte(s)')")
+            add(f"            d[{jname!r}] = buf[pos:end].decode('utf-8')")
+            add("            pos = end")
+        elif kind == "call":
+            _, jname, reader = item
+            ns[f"_r{i}"] = reader
+            add(f"        _f = {jname!r}")
+            add(f"        d[{jname!r}], pos = _r{i}(buf, pos)")
+        else:  # call_tags
+            _, label, reader = item
+            ns[f"_r{i}"] = reader
+            add(f"        _f = {label!r}")
+            add(f"        pos = _r{i}(buf, pos, d)")
+    add("    except Exception as exc:")
+    add("        raise _prefix(_f, exc) from None")
+    add("    return d, pos")
+    exec(compile("\n".join(lines), f"<codec reader {name}>", "exec"), ns)
+    return ns["read"]

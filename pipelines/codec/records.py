@@ -83,6 +83,8 @@ def _compile():
 
 
 _KEYS, _VALUES, _VERSION_RANGES = _compile()
+# Hot path: (type, version) pairs with a single layout, read without any choosing.
+_SINGLE = {tv: ls[0].read for tv, ls in _VALUES.items() if len(ls) == 1}
 RECORD_TYPES: dict[int, str] = {t: e["name"] for t, e in sorted(RECORDS.items())}
 
 
@@ -105,7 +107,8 @@ def _record_name(record_type: int) -> str:
 # --- keys ------------------------------------------------------------------------------
 
 def decode_key(key: bytes) -> tuple[int, dict]:
-    key = _as_bytes(key, "key")
+    if type(key) is not bytes:
+        key = _as_bytes(key, "key")
     if len(key) < 2:
         raise CodecError(f"key of {len(key)} byte(s) is too short for the int16 record type")
     rtype = _S_H.unpack_from(key, 0)[0]
@@ -166,7 +169,19 @@ def decode_value(record_type: int, value: bytes | None,
                  kafka_version: str | None = None) -> tuple[int, dict] | None:
     if value is None:
         return None
-    value = _as_bytes(value, "value")
+    if type(value) is not bytes:
+        value = _as_bytes(value, "value")
+    if record_type != GROUP_METADATA and len(value) >= 2:
+        version = _S_H.unpack_from(value, 0)[0]
+        read = _SINGLE.get((record_type, version))
+        if read is not None:
+            try:
+                data, pos = read(value, 2)
+                if pos == len(value):
+                    return version, data
+            except FieldError:
+                pass
+            # Fall through to the slow path, which builds the error message.
     if len(value) < 2:
         _record_name(record_type)
         raise CodecError(f"{RECORD_TYPES[record_type]} value of {len(value)} byte(s) is too short "
