@@ -62,6 +62,13 @@ _BROKER_RE = re.compile(
 _ROTATION_RE = re.compile(r"^server\.log(?:\.(?P<date>\d{4}-\d\d-\d\d(?:-\d\d)?)|\.(?P<num>\d+))?(?P<gz>\.gz)?$")
 
 _BINARY_SAMPLE = 8192
+_CONTROL_BYTES = bytes(b for b in range(256) if b < 9 or 13 < b < 32 or b == 127)
+
+# Second cheap test, still on bytes: the line names a group-coordinator logger in parentheses
+# (rejects the transaction coordinator and stack frames before decoding or matching).
+_LOGGER_NEEDLE_RE = re.compile(
+    rb"\((?:org\.apache\.)?kafka\.coordinator\.(?:group\.|Group|common\.runtime\.)"
+)
 
 
 def is_coordinator_logger(logger: str, message: str = "") -> bool:
@@ -263,7 +270,7 @@ def _looks_binary(sample: bytes) -> bool:
     sample = sample.replace(b"\x00", b"")
     if not sample:
         return False
-    bad = sum(1 for b in sample if b < 9 or 13 < b < 32 or b == 127)
+    bad = len(sample) - len(sample.translate(None, _CONTROL_BYTES))
     if bad > len(sample) * 0.05:
         return True
     # A stray invalid byte sequence is a per-line error later, not a binary file.
@@ -343,7 +350,7 @@ def _read_file(path: Path, ts_parser: TimestampParser, configured_broker: int | 
                         continue
                     yield from held.push(_finish(pending, name))
                     pending = None
-                if _NEEDLE not in raw:
+                if _NEEDLE not in raw or _LOGGER_NEEDLE_RE.search(raw) is None:
                     continue
                 try:
                     line = raw.decode("utf-8").rstrip("\r\n")
