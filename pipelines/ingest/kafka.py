@@ -1,0 +1,336 @@
+"""Live ingestion: `__consumer_offsets` over the wire (librdkafka) → bronze, exactly once.
+
+* Every partition is read with `assign()` (no group membership, no offset commits: reading
+  leaves no trace on the cluster) and `isolation.level=read_committed`. librdkafka never
+  delivers control records, and with read_committed it drops aborted transactional
+  records: aborted offset commits never reach bronze from this path.
+* Exactly once: the position of each partition (the next offset to read) is stored as a
+  Delta app transaction `kafka:<cluster>:<partition>` in the SAME commit as the rows read
+  up to it. A run resumes from those positions; a crash anywhere either committed rows and
+  positions together or neither. Rows are also keyed by (cluster, partition, offset), so
+  even a position lost some other way cannot duplicate a row.
+* Quarantine rows (consumer errors tied to a partition/offset) are committed before the
+  records commit that moves the position past them, and keyed by that position.
+* Each run also samples the log-end offsets of the partitions the groups commit on into
+  `partition_end_offsets`.
+* librdkafka properties pass through untouched (SASL, SSL, ...); their values never
+  appear in output, errors or tables.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+
+from pipelines.ingest.bronze import (
+    BufferedWriter,
+    Summary,
+    check_cluster,
+    now_utc,
+    offsets_writer,
+    quarantine_row,
+    quarantine_writer,
+)
+from pipelines.ingest.schemas import PARTITION_END_OFFSETS
+
+TOPIC = "__consumer_offsets"
+DEFAULT_TIMEOUT = 30.0
+DEFAULT_COMMIT_EVERY = 50_000
+
+# Ours, always: the exactly-once design depends on them.
+FORCED = {
+    "enable.auto.commit": "false",
+    "enable.auto.offset.store": "false",
+    "enable.partition.eof": "true",
+    "isolation.level": "read_committed",
+}
+# Defaults a user may override.
+DEFAULTS = {
+    "group.id": "rebalance-audit-ingest",  # required by librdkafka; never joined (assign only)
+    "client.id": "rebalance-audit-ingest",
+    "auto.offset.reset": "earliest",
+}
+
+_TS_TYPES = {0: None, 1: "CreateTime", 2: "LogAppendTime"}
+
+
+class IngestError(RuntimeError):
+    """Live ingestion cannot proceed (unreachable cluster, bad configuration, ...)."""
+
+
+def read_properties(path: str) -> dict[str, str]:
+    """A Java-style .properties file (key=value or key: value, # and ! comments)."""
+    props: dict[str, str] = {}
+    with open(path, encoding="utf-8") as f:
+        for n, raw in enumerate(f, 1):
+            line = raw.strip()
+            if not line or line[0] in "#!":
+                continue
+            seps = [i for i in (line.find("="), line.find(":")) if i > 0]
+            if not seps:
+                raise ValueError(f"{path}:{n}: not a key=value line")
+            i = min(seps)
+            props[line[:i].strip()] = line[i + 1:].strip()
+    return props
+
+
+def parse_overrides(items: Iterable[str]) -> dict[str, str]:
+    """`-X key=value` arguments → dict."""
+    props: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"-X expects key=value, got {item.split('=')[0]!r}")
+        props[key.strip()] = value
+    return props
+
+
+def _mask(text: str, secrets: Iterable[str]) -> str:
+    for s in sorted({s for s in secrets if s and len(s) >= 3}, key=len, reverse=True):
+        text = text.replace(s, "***")
+    return text
+
+
+def app_id(cluster: str, partition: int) -> str:
+    return f"kafka:{cluster}:{partition}"
+
+
+def _consumer_config(config: Mapping[str, object]) -> dict:
+    conf = {**DEFAULTS, **{k: str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v for k, v in config.items()}}
+    for key, value in FORCED.items():
+        if key in config and str(config[key]).lower() != value:
+            raise IngestError(f"{key} is fixed to {value} for exactly-once ingestion; remove it from the properties")
+        conf[key] = value
+    if not conf.get("bootstrap.servers") and not conf.get("metadata.broker.list"):
+        raise IngestError("no bootstrap servers: pass --bootstrap-servers or -X bootstrap.servers=HOST:PORT")
+    return conf
+
+
+class _Consumer:
+    """The librdkafka consumer, with its errors kept free of property values."""
+
+    def __init__(self, config: Mapping[str, object], timeout: float):
+        from confluent_kafka import Consumer
+
+        self.secrets = [str(v) for k, v in config.items() if k not in ("bootstrap.servers",)]
+        self.fatal: str | None = None
+        self.all_down = False
+        conf = _consumer_config(config)
+        conf["error_cb"] = self._on_error
+        self.timeout = timeout
+        try:
+            self.c = Consumer(conf)
+        except Exception as exc:  # KafkaException or ValueError on a bad property
+            raise IngestError(f"invalid Kafka client configuration: {_mask(str(exc), self.secrets)}") from None
+        self.bootstrap = str(conf.get("bootstrap.servers") or conf.get("metadata.broker.list"))
+
+    def _on_error(self, err) -> None:
+        from confluent_kafka import KafkaError
+
+        if err.fatal():
+            self.fatal = _mask(err.str(), self.secrets)
+        elif err.code() == KafkaError._ALL_BROKERS_DOWN:
+            self.all_down = True
+        elif err.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL):
+            self.fatal = _mask(err.str(), self.secrets)
+
+    def partitions(self, topic: str) -> list[int]:
+        from confluent_kafka import KafkaException
+
+        try:
+            md = self.c.list_topics(topic, timeout=self.timeout)
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else exc
+            raise IngestError(
+                f"cannot reach Kafka at {self.bootstrap} within {self.timeout:g}s: {_mask(str(err), self.secrets)}"
+            ) from None
+        if self.fatal:
+            raise IngestError(f"Kafka client error: {self.fatal}")
+        t = md.topics.get(topic)
+        if t is None or (t.error is not None and not t.partitions):
+            why = _mask(str(t.error), self.secrets) if t is not None and t.error else "not found"
+            raise IngestError(f"topic {topic} on {self.bootstrap}: {why}")
+        return sorted(t.partitions)
+
+    def close(self) -> None:
+        try:
+            self.c.close()
+        except Exception:  # noqa: BLE001 - closing a consumer whose broker vanished
+            pass
+
+
+def _row(msg, cluster: str, ingested_at) -> dict:
+    ts_type, ts = msg.timestamp()
+    headers = msg.headers()
+    return {
+        "cluster": cluster,
+        "partition": msg.partition(),
+        "offset": msg.offset(),
+        "timestamp": ts if ts_type else None,
+        "timestamp_type": _TS_TYPES.get(ts_type),
+        "key": msg.key(),
+        "value": msg.value(),
+        "headers": [{"key": k, "value": v} for k, v in headers] if headers else [],
+        "leader_epoch": msg.leader_epoch(),
+        "source": "kafka",
+        "ingested_at": ingested_at,
+    }
+
+
+def _commit_keys(keys: Iterable[bytes]) -> set[tuple[str, int]]:
+    """(topic, partition) of the OffsetCommit keys (record types 0/1)."""
+    from pipelines.codec import decode_key
+
+    found: set[tuple[str, int]] = set()
+    for key in keys:
+        if not key or len(key) < 2 or key[1] > 1 or key[0] != 0:
+            continue  # not type 0/1 (cheap pre-check on the big-endian int16 type)
+        try:
+            rtype, data = decode_key(key)
+        except Exception:  # noqa: BLE001 - undecodable keys are silver's to quarantine
+            continue
+        if rtype in (0, 1) and data.get("topic") is not None and data.get("partition") is not None:
+            found.add((str(data["topic"]), int(data["partition"])))
+    return found
+
+
+def ingest_kafka(
+    lake,
+    config: Mapping[str, object],
+    cluster: str = "default",
+    max_records: int | None = None,
+    max_seconds: float | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    commit_every: int = DEFAULT_COMMIT_EVERY,
+    sample_end_offsets: bool = True,
+    progress: Callable[[Summary], None] | None = None,
+) -> Summary:
+    """Read `__consumer_offsets` from where the last run stopped, up to the current end
+    (or `max_records` / `max_seconds`), into bronze; then sample end offsets."""
+    from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
+
+    check_cluster(cluster)
+    if commit_every < 1:
+        raise ValueError("commit_every must be at least 1")
+    started = time.monotonic()
+    summary = Summary()
+    records = offsets_writer(lake, summary, chunk_rows=1 << 62)  # flushed here, with positions
+    quarantine = quarantine_writer(lake, summary)
+    consumer = _Consumer(config, timeout)
+    try:
+        partitions = consumer.partitions(TOPIC)
+        stored = lake.app_versions(records.table.name, prefix=f"kafka:{cluster}:")
+        start = {p: stored.get(app_id(cluster, p)) for p in partitions}
+        consumer.c.assign(
+            [TopicPartition(TOPIC, p, start[p] if start[p] is not None else OFFSET_BEGINNING) for p in partitions]
+        )
+        positions: dict[int, int] = {}   # partition → next offset, not yet committed
+        at_end: set[int] = set()
+        commit_topics: set[tuple[str, int]] = set()
+        pending = 0
+        last_progress = time.monotonic()
+        ingested_at = now_utc()
+
+        def commit() -> None:
+            nonlocal pending, positions
+            quarantine.flush()
+            moved = {app_id(cluster, p): o for p, o in positions.items() if start.get(p) != o}
+            inserted = records.flush(app_transactions=moved or None, metadata={"rebalance_audit.ingest": "kafka"})
+            if inserted.num_rows:
+                commit_topics.update(_commit_keys(inserted.column("key").to_pylist()))
+            start.update(positions)
+            positions = {}
+            pending = 0
+
+        while True:
+            if max_records is not None and summary.seen >= max_records:
+                break
+            if max_seconds is not None and time.monotonic() - started >= max_seconds:
+                break
+            if len(at_end) == len(partitions):
+                break
+            if consumer.fatal:
+                raise IngestError(f"Kafka client error: {consumer.fatal}")
+            if time.monotonic() - last_progress > timeout:
+                raise IngestError(
+                    f"no data from Kafka at {consumer.bootstrap} for {timeout:g}s and partitions "
+                    f"{sorted(set(partitions) - at_end)[:10]} not read to their end"
+                    + (" (all brokers down)" if consumer.all_down else "")
+                )
+            want = 1000 if max_records is None else max(1, min(1000, max_records - summary.seen))
+            for msg in consumer.c.consume(num_messages=want, timeout=0.2):
+                last_progress = time.monotonic()
+                err = msg.error()
+                p = msg.partition()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        at_end.add(p)
+                        if msg.offset() is not None and msg.offset() >= 0:
+                            # EOF offset = next offset; with read_committed it can lie past
+                            # trailing transaction markers, which need no re-reading.
+                            if start.get(p) is None or msg.offset() > start[p]:
+                                positions[p] = max(positions.get(p, -1), msg.offset())
+                        continue
+                    if p is None or p < 0 or msg.offset() is None or msg.offset() < 0:
+                        if err.fatal():
+                            raise IngestError(f"Kafka client error: {_mask(err.str(), consumer.secrets)}")
+                        continue  # connection-level: librdkafka retries; the stall timer bounds it
+                    summary.quarantined_seen += 1
+                    quarantine.add(
+                        quarantine_row(
+                            cluster, "kafka", f"{p}@{msg.offset()}", _mask(err.str(), consumer.secrets),
+                            target_table="offsets_records", partition=p, offset=msg.offset(),
+                        )
+                    )
+                    positions[p] = msg.offset() + 1
+                    continue
+                at_end.discard(p)
+                summary.seen += 1
+                pending += 1
+                records.add(_row(msg, cluster, ingested_at))
+                positions[p] = msg.offset() + 1
+            if pending >= commit_every:
+                commit()
+                if progress:
+                    progress(summary)
+        commit()
+        summary.extra["partitions"] = len(partitions)
+        summary.extra["caught_up"] = len(at_end) == len(partitions)
+        summary.extra["positions"] = {p: start.get(p) for p in partitions}
+        if sample_end_offsets:
+            # Stop fetching first: a pending long-poll fetch holds the broker connection and
+            # would delay every watermark request behind it by fetch.wait.max.ms.
+            consumer.c.unassign()
+            _sample_end_offsets(lake, consumer, cluster, commit_topics, summary, timeout)
+    finally:
+        consumer.close()
+    return summary
+
+
+def _sample_end_offsets(lake, consumer: _Consumer, cluster: str, found: set[tuple[str, int]], summary: Summary, timeout: float) -> None:
+    """Log-end offsets of the partitions groups commit on: those in this run's commit
+    keys plus those sampled before (a group that did not commit this run still has lag)."""
+    import pyarrow.dataset as ds
+    from confluent_kafka import KafkaException, TopicPartition
+
+    targets = set(found)
+    if lake.exists(PARTITION_END_OFFSETS.name):
+        seen = lake.read_arrow(PARTITION_END_OFFSETS.name, columns=["topic", "partition"], filter=ds.field("cluster") == cluster)
+        targets.update(zip(seen.column("topic").to_pylist(), seen.column("partition").to_pylist()))
+    writer = BufferedWriter(lake, PARTITION_END_OFFSETS, Summary())
+    deadline = time.monotonic() + timeout
+    failed = 0
+    for topic, partition in sorted(targets):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            failed += 1
+            continue
+        try:
+            low, high = consumer.c.get_watermark_offsets(TopicPartition(topic, partition), timeout=min(left, 10.0), cached=False)
+        except KafkaException:
+            failed += 1  # a deleted topic, or the partition's leader unreachable right now
+            continue
+        writer.add({"cluster": cluster, "topic": topic, "partition": partition, "start_offset": low, "end_offset": high, "sampled_at": now_utc()})
+    sampled = len(writer)
+    writer.flush()
+    summary.extra["end_offsets_sampled"] = sampled
+    summary.extra["end_offsets_failed"] = failed
