@@ -53,7 +53,10 @@ class FieldError(Exception):
 
 def _prefix(name: str, exc: Exception) -> FieldError:
     if isinstance(exc, FieldError):
-        return FieldError(f"{name}.{exc.path}" if exc.path else name, exc.msg)
+        if not exc.path:
+            return FieldError(name, exc.msg)
+        sep = "" if exc.path.startswith("[") else "."
+        return FieldError(f"{name}{sep}{exc.path}", exc.msg)
     if isinstance(exc, (struct.error, IndexError)):
         return FieldError(name, "truncated: value ends before this field")
     if isinstance(exc, UnicodeDecodeError):
