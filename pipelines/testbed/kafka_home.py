@@ -19,6 +19,8 @@ SETUP_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "setup-kafka.sh
 class TestbedUnavailable(RuntimeError):
     """Java or the Kafka distribution is missing; the message says how to get it."""
 
+    __test__ = False  # not a pytest test class, despite the name
+
 
 def cache_dir() -> Path:
     explicit = os.environ.get("REBALANCE_AUDIT_CACHE")
