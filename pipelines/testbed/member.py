@@ -103,7 +103,7 @@ def run(cfg: dict[str, Any]) -> int:
     props = dict(cfg["client_properties"])
     props.update({
         "group.id": cfg["group_id"],
-        "client.id": cfg["name"],
+        "client.id": cfg.get("client_id") or cfg["name"],
         "enable.auto.commit": not manual,
         "auto.offset.reset": "earliest",
         "on_commit": on_commit,

@@ -69,6 +69,7 @@ class Join:
     commit_interval_s: float = 1.0
     commit_on_revoke: bool = True
     processing_delay_ms: float = 0.0
+    client_id: str | None = None   # default: the name; a restarted process keeps its client id
     properties: Mapping[str, object] = field(default_factory=dict)
 
 
@@ -137,6 +138,28 @@ def default_scenario(topic: str = "orders", partitions: int = 6, rate_per_s: flo
         Drain(),
         StopAll(),
     ]
+
+
+def flapping_scenario(topic: str = "orders", partitions: int = 6, rate_per_s: float = 40.0,
+                      flaps: int = 5) -> list[Step]:
+    """≈40-50 s, a rebalance storm: two steady members, and one process restarted
+    ``flaps`` times (same client id ``flappy``, a new member id each time), each start
+    and each clean stop forcing a group-wide eager rebalance."""
+    steps: list[Step] = [
+        CreateTopic(topic, partitions),
+        StartProducer(topic, rate_per_s),
+        Join("c1", commit="auto"),
+        Join("c2", commit="manual"),
+        Settle(),
+    ]
+    for i in range(1, flaps + 1):
+        steps += [Join(f"flappy-{i}", commit="auto", client_id="flappy"), Settle(), Sleep(1),
+                  Leave(f"flappy-{i}"), Settle(), Sleep(1)]
+    steps += [StopProducer(), Drain(), StopAll()]
+    return steps
+
+
+SCENARIOS = {"default": default_scenario, "flapping": flapping_scenario}
 
 
 # ----- results ------------------------------------------------------------------------
@@ -294,6 +317,7 @@ class ScenarioRunner:
         truth = self.workdir / f"{step.name}.jsonl"
         cfg = {
             "name": step.name,
+            "client_id": step.client_id or step.name,
             "group_id": self.group_id,
             "topics": topics,
             "commit": step.commit,
@@ -485,5 +509,5 @@ def _now_ms() -> int:
 __all__ = [
     "CLIENT_PROPERTIES", "MEMBER_DEFAULTS", "CreateTopic", "StartProducer", "StopProducer", "Join", "Leave",
     "Crash", "Sleep", "Settle", "Drain", "StopAll", "Step", "MemberRun", "ScenarioResult", "ScenarioRunner",
-    "default_scenario", "run_scenario",
+    "default_scenario", "flapping_scenario", "SCENARIOS", "run_scenario",
 ]
