@@ -107,12 +107,12 @@ def assign_range(problem: Problem) -> dict[str, list[TopicPartition]]:
     # each member's list, never which partitions a member gets.
     topic_order = string_hashmap_order(list(counts))
     consumer_racks = {m.member_id: m.rack for m in members if m.rack}
-    per_topic = {t: [] for t in counts}
+    per_topic: dict[str, dict] = {t: {} for t in counts}
     for m in members:
         for t in m.topics:
-            if t in per_topic and m not in per_topic[t]:
-                per_topic[t].append(m)
-    states = [_TopicState(t, counts[t], per_topic[t], consumer_racks, problem) for t in topic_order]
+            if t in per_topic:
+                per_topic[t][m.member_id] = m
+    states = [_TopicState(t, counts[t], list(per_topic[t].values()), consumer_racks, problem) for t in topic_order]
     out: dict[str, list[TopicPartition]] = {mid: [] for mid in order}
     rack_aware = any(s.needs_rack for s in states)
     if rack_aware:
