@@ -362,7 +362,8 @@ class KafkaBroker:
         try:
             for attempt in range(3):
                 try:
-                    self._start_once(begin + self.start_timeout)
+                    # A restart first tries the ports it had, then fresh ones.
+                    self._start_once(begin + self.start_timeout, reuse_ports=attempt == 0)
                     break
                 except _PortTaken as taken:
                     log.info("port conflict (%s); retrying with new ports", taken)
@@ -385,6 +386,13 @@ class KafkaBroker:
                  self.bootstrap_servers, self.startup_seconds, self.workdir)
         return self
 
+    def restart(self) -> "KafkaBroker":
+        """Stop both JVMs cleanly and start them again on the same data and, when still
+        free, the same ports (so running clients reconnect). The coordinator then
+        reloads every live group from ``__consumer_offsets`` ("Loading group metadata")."""
+        self._stop_jvms()
+        return self.start()
+
     def stop(self) -> None:
         """Stop the broker, then ZooKeeper (SIGTERM, SIGKILL after ``stop_timeout``)."""
         try:
@@ -403,8 +411,9 @@ class KafkaBroker:
                 jvm.stop(self.stop_timeout)
         self._kafka = self._zk = None
 
-    def _start_once(self, deadline: float) -> None:
-        self.zookeeper_port, self.port = _free_ports(2)
+    def _start_once(self, deadline: float, reuse_ports: bool) -> None:
+        if not (reuse_ports and self.port and self.zookeeper_port):
+            self.zookeeper_port, self.port = _free_ports(2)
         config = self.workdir / "config"
         _write_properties(config / "zookeeper.properties", {
             "dataDir": self.workdir / "zookeeper",

@@ -87,6 +87,12 @@ class Crash:
 
 
 @dataclass(frozen=True)
+class RestartBroker:
+    """Stop the broker cleanly and start it again on the same data and ports: members
+    reconnect and the coordinator reloads the group from ``__consumer_offsets``."""
+
+
+@dataclass(frozen=True)
 class Sleep:
     seconds: float
 
@@ -112,7 +118,8 @@ class StopAll:
     timeout: float = 30.0
 
 
-Step = Union[CreateTopic, StartProducer, StopProducer, Join, Leave, Crash, Sleep, Settle, Drain, StopAll]
+Step = Union[CreateTopic, StartProducer, StopProducer, Join, Leave, Crash, RestartBroker, Sleep, Settle, Drain,
+             StopAll]
 
 
 def default_scenario(topic: str = "orders", partitions: int = 6, rate_per_s: float = 40.0) -> list[Step]:
@@ -159,7 +166,27 @@ def flapping_scenario(topic: str = "orders", partitions: int = 6, rate_per_s: fl
     return steps
 
 
-SCENARIOS = {"default": default_scenario, "flapping": flapping_scenario}
+def restart_scenario(topic: str = "orders", partitions: int = 6, rate_per_s: float = 40.0) -> list[Step]:
+    """≈30 s: two members consume while the broker is restarted under them; the
+    coordinator reloads the group and the members rejoin."""
+    return [
+        CreateTopic(topic, partitions),
+        StartProducer(topic, rate_per_s),
+        Join("c1", commit="auto"),
+        Join("c2", commit="manual"),
+        Settle(),
+        Sleep(3),
+        RestartBroker(),
+        Sleep(3),
+        Settle(),
+        Sleep(2),
+        StopProducer(),
+        Drain(),
+        StopAll(),
+    ]
+
+
+SCENARIOS = {"default": default_scenario, "flapping": flapping_scenario, "restart": restart_scenario}
 
 
 # ----- results ------------------------------------------------------------------------
@@ -366,6 +393,14 @@ class ScenarioRunner:
         run.fate, run.ended_at_ms = "crashed", _now_ms()
         self.log("killed", member=step.name, pid=proc.pid, signal="SIGKILL")
 
+    def _RestartBroker(self, step: RestartBroker) -> None:
+        old = self.broker.bootstrap_servers
+        self.broker.restart()
+        if self.broker.bootstrap_servers != old:
+            raise BrokerError(f"the broker came back on {self.broker.bootstrap_servers}, not {old}: "
+                              "running members cannot follow")
+        self.log("broker_restarted", bootstrap_servers=old)
+
     def _Sleep(self, step: Sleep) -> None:
         time.sleep(step.seconds)
 
@@ -508,6 +543,6 @@ def _now_ms() -> int:
 
 __all__ = [
     "CLIENT_PROPERTIES", "MEMBER_DEFAULTS", "CreateTopic", "StartProducer", "StopProducer", "Join", "Leave",
-    "Crash", "Sleep", "Settle", "Drain", "StopAll", "Step", "MemberRun", "ScenarioResult", "ScenarioRunner",
-    "default_scenario", "flapping_scenario", "SCENARIOS", "run_scenario",
+    "Crash", "RestartBroker", "Sleep", "Settle", "Drain", "StopAll", "Step", "MemberRun", "ScenarioResult", "ScenarioRunner",
+    "default_scenario", "flapping_scenario", "restart_scenario", "SCENARIOS", "run_scenario",
 ]
