@@ -17,6 +17,7 @@ Only `NNNNNNNNNNNNNNNNNNNN.log` files (20 digits, the base offset) are segments;
 """
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from dataclasses import dataclass
@@ -141,5 +142,7 @@ def iter_paths(paths: Iterable[str | os.PathLike]):
     (broker, partition, base offset) order. See `reader.iter_segment_records`."""
     from .reader import iter_segment_records
 
-    for seg in discover(paths):
-        yield from iter_segment_records(seg.path, partition=seg.partition, broker=seg.broker)
+    segments = discover(paths)  # path errors surface here, before any record
+    return itertools.chain.from_iterable(
+        iter_segment_records(seg.path, partition=seg.partition, broker=seg.broker) for seg in segments
+    )

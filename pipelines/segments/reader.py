@@ -71,9 +71,8 @@ def iter_segment_records(
     try:
         data = path.read_bytes()
     except OSError as exc:
-        yield SegmentError(str(path), broker, partition, 0, f"cannot read segment: {exc.strerror or exc}")
-        return
-    yield from iter_buffer_records(data, file=str(path), partition=partition, broker=broker)
+        return iter([SegmentError(str(path), broker, partition, 0, f"cannot read segment: {exc.strerror or exc}")])
+    return iter_buffer_records(data, file=str(path), partition=partition, broker=broker)
 
 
 def iter_buffer_records(
@@ -93,10 +92,6 @@ def iter_buffer_records(
 
     while pos < n:
         remaining = n - pos
-        if remaining >= _HEADER_UP_TO_MAGIC and data.count(0, pos) == remaining:
-            # Preallocated, never-written tail. (A shorter run of zeros is more likely the
-            # cut-off start of a batch whose base offset begins with zero bytes.)
-            return
         if remaining < _HEADER_UP_TO_MAGIC:
             yield fail(
                 f"truncated batch: only {remaining} bytes left at the end of the segment "
@@ -104,6 +99,10 @@ def iter_buffer_records(
             )
             return
         base_offset, length = struct.unpack_from(">qi", data, pos)
+        if length == 0 and base_offset == 0 and data.count(0, pos) == remaining:
+            # Preallocated, never-written tail. (A run of zeros shorter than a batch header
+            # is more likely the cut-off start of a batch, reported above.)
+            return
         magic = data[pos + 16]
         if magic not in _MIN_LENGTH:
             yield fail(
@@ -135,78 +134,69 @@ def iter_buffer_records(
 
 # ------------------------------------------------------------------------ record batch v2
 
-def _read_v2(data: bytes, pos: int, end: int, file, broker, partition) -> Iterator[Item]:
+def _read_v2(data: bytes, pos: int, end: int, file, broker, partition) -> list[Item]:
+    """Items of one v2 batch. Returns a list: records pass through fewer generator levels."""
     (
         base_offset, _length, leader_epoch, magic, crc, attrs, last_delta,
         base_ts, max_ts, producer_id, producer_epoch, base_sequence, count,
     ) = _V2_HEADER.unpack_from(data, pos)
     last_offset = base_offset + last_delta
 
-    def fail(msg: str, offset=base_offset) -> SegmentError:
-        return SegmentError(file, broker, partition, pos, msg, offset, last_offset)
-
     computed = crc32c(memoryview(data)[pos + 21 : end])
     if computed != crc:
-        yield fail(f"CRC-32C mismatch: stored {crc:#010x}, computed {computed:#010x} (corrupt batch)")
-        return
+        return [SegmentError(file, broker, partition, pos,
+                             f"CRC-32C mismatch: stored {crc:#010x}, computed {computed:#010x} (corrupt batch)",
+                             base_offset, last_offset)]
     codec = attrs & 0x07
     if codec not in comp.CODEC_NAMES:
-        yield fail(f"unknown compression codec id {codec} in batch attributes {attrs:#06x}")
-        return
+        return [SegmentError(file, broker, partition, pos,
+                             f"unknown compression codec id {codec} in batch attributes {attrs:#06x}",
+                             base_offset, last_offset)]
     log_append = bool(attrs & 0x08)
     control = bool(attrs & 0x20)
     batch = SegmentBatch(
-        file=file,
-        broker=broker,
-        partition=partition,
-        batch_position=pos,
-        size=end - pos,
-        base_offset=base_offset,
-        last_offset=last_offset,
-        magic=magic,
-        compression=comp.CODEC_NAMES[codec],
-        timestamp_type=LOG_APPEND_TIME if log_append else CREATE_TIME,
-        max_timestamp=max_ts,
-        transactional=bool(attrs & 0x10),
-        control=control,
-        producer_id=producer_id,
-        producer_epoch=producer_epoch,
-        base_sequence=base_sequence,
-        partition_leader_epoch=leader_epoch,
+        file, broker, partition, pos, end - pos, base_offset, last_offset, magic,
+        comp.CODEC_NAMES[codec],
+        LOG_APPEND_TIME if log_append else CREATE_TIME,
+        max_ts,
+        bool(attrs & 0x10),  # transactional
+        control,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        leader_epoch,
         # Attribute bit 6: BaseTimestamp holds the delete horizon set by the cleaner.
-        delete_horizon_ms=base_ts if attrs & 0x40 else None,
-        records_count=count,
-        crc=crc,
+        base_ts if attrs & 0x40 else None,
+        count,
+        crc,
     )
     if count < 0:
-        yield fail(f"invalid records count {count}")
-        return
+        return [SegmentError(file, broker, partition, pos, f"invalid records count {count}",
+                             base_offset, last_offset)]
     if count == 0:
-        yield batch  # compaction leftover: keeps the producer's sequence state
-        return
+        return [batch]  # compaction leftover: keeps the producer's sequence state
     start = pos + V2_HEADER_SIZE
     if codec:
         try:
             buf = comp.decompress(codec, memoryview(data)[start:end], magic=2)
         except comp.CompressionError as exc:
-            yield fail(f"cannot decompress batch: {exc}")
-            return
+            return [SegmentError(file, broker, partition, pos, f"cannot decompress batch: {exc}",
+                                 base_offset, last_offset)]
         rpos, rend = 0, len(buf)
     else:
         buf, rpos, rend = data, start, end
 
-    next_offset = base_offset
-    try:
-        for record in _v2_records(buf, rpos, rend, count, batch, base_ts, log_append, max_ts):
-            next_offset = record.offset + 1
-            if control:
-                error = _decode_control(record)
-                if error is not None:
-                    yield SegmentError(file, broker, partition, pos, error, record.offset, record.offset)
-                    continue
-            yield record
-    except RecordFormatError as exc:
-        yield fail(f"corrupt record in batch: {exc}", offset=next_offset)
+    items, problem = _v2_records(buf, rpos, rend, count, batch, base_ts, log_append, max_ts)
+    if control:
+        for i, record in enumerate(items):
+            error = _decode_control(record)
+            if error is not None:
+                items[i] = SegmentError(file, broker, partition, pos, error, record.offset, record.offset)
+    if problem is not None:
+        first = items[-1].offset + 1 if items else base_offset
+        items.append(SegmentError(file, broker, partition, pos, f"corrupt record in batch: {problem}",
+                                  first, last_offset))
+    return items
 
 
 def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
@@ -227,8 +217,19 @@ def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
             raise RecordFormatError("varint longer than 10 bytes")
 
 
-def _v2_records(buf, pos, end, count, batch, base_ts, log_append, max_ts) -> Iterator[SegmentRecord]:
-    """Parse `count` DefaultRecords from buf[pos:end] (the hot loop: keep it flat)."""
+def _v2_records(buf, pos, end, count, batch, base_ts, log_append, max_ts):
+    """Parse `count` DefaultRecords from buf[pos:end] (the hot loop: keep it flat).
+    Returns (records, None), or (the records before the problem, what the problem is)."""
+    out: list = []
+    try:
+        _v2_records_into(out, buf, pos, end, count, batch, base_ts, log_append, max_ts)
+    except RecordFormatError as exc:
+        return out, str(exc)
+    return out, None
+
+
+def _v2_records_into(out, buf, pos, end, count, batch, base_ts, log_append, max_ts) -> None:
+    append = out.append
     base_offset = batch.base_offset
     base_seq = batch.base_sequence
     read_varint = _read_varint
@@ -300,7 +301,7 @@ def _v2_records(buf, pos, end, count, batch, base_ts, log_append, max_ts) -> Ite
             seq = offset_delta - (_INT32_MAX - base_seq) - 1
         else:
             seq = base_seq + offset_delta
-        yield Record(
+        append(Record(
             base_offset + offset_delta,
             max_ts if log_append else base_ts + ts_delta,
             key,
@@ -308,7 +309,7 @@ def _v2_records(buf, pos, end, count, batch, base_ts, log_append, max_ts) -> Ite
             headers,
             seq,
             batch,
-        )
+        ))
     if pos != end:
         raise RecordFormatError(f"{end - pos} bytes after the batch's last record")
 
