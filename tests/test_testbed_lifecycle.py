@@ -104,3 +104,27 @@ def test_jvms_die_with_a_killed_driver(java, tmp_path):
         for pid in (locals().get("pids") or {}).values():
             if _alive(pid):
                 os.killpg(pid, signal.SIGKILL)
+
+
+@pytest.mark.broker
+def test_restart_keeps_data_and_ports(java, tmp_path):
+    from confluent_kafka import Producer
+
+    from pipelines.testbed import read_offsets_topic
+
+    with KafkaBroker(tmp_path / "wd", install=True) as broker:
+        broker.ensure_topic("restart-check", 2)
+        producer = Producer(broker.client_config())
+        for i in range(10):
+            producer.produce("restart-check", value=b"v%d" % i, partition=i % 2)
+        assert producer.flush(30) == 0
+        before = broker.bootstrap_servers
+        old_pids = broker.pids
+        broker.restart()
+        assert broker.bootstrap_servers == before
+        assert not set(old_pids.values()) & set(broker.pids.values())
+        records = read_offsets_topic(broker.bootstrap_servers, topic="restart-check")
+        assert sorted(r.value for r in records) == sorted(b"v%d" % i for i in range(10))
+        assert [(r.partition, r.offset) for r in records] == [(p, o) for p in (0, 1) for o in range(5)]
+        assert broker.server_log.read_text().count("started (kafka.server.KafkaServer)") == 2
+    assert (tmp_path / "wd" / "kafka-data" / "restart-check-0").is_dir()  # a given workdir is kept
