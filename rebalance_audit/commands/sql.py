@@ -1,0 +1,116 @@
+"""`rebalance-audit sql "QUERY"`: Spark SQL over every table of the lake.
+
+Each Delta table of the lake is registered as a temporary view named like the table, so
+`SELECT group_id, count(*) FROM offset_commits GROUP BY group_id` works as written.
+Output: an aligned text table (default), CSV with a header, or JSON lines.
+Note: `partition` and `offset` are SQL keywords; quote them as `partition` / `offset`
+(backticks) where Spark's parser needs it.
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import csv
+import datetime as dt
+import decimal
+import json
+import sys
+
+from rebalance_audit.cli import UsageError, add_common_options
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "sql",
+        help="run Spark SQL over every table of the lake",
+        description="Run one Spark SQL query over the lake; every table is a view by its name.",
+    )
+    add_common_options(p)
+    p.add_argument("query", metavar="QUERY", help='the SQL text, e.g. "SELECT * FROM rebalance_episodes LIMIT 10"')
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output format (default table)")
+    p.add_argument("--limit", type=int, default=None, metavar="N",
+                   help="print at most N rows (default: all; the table format defaults to 1000)")
+    p.set_defaults(func=run)
+
+
+def _json_value(v):
+    if isinstance(v, (bytes, bytearray)):
+        return base64.b64encode(bytes(v)).decode("ascii")
+    if isinstance(v, (dt.datetime, dt.date)):
+        return v.isoformat()
+    if isinstance(v, decimal.Decimal):
+        return str(v)
+    if isinstance(v, dict):
+        return {str(k): _json_value(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_json_value(x) for x in v]
+    if hasattr(v, "asDict"):
+        return {k: _json_value(x) for k, x in v.asDict().items()}
+    return v
+
+
+def _text(v) -> str:
+    if v is None:
+        return "NULL"
+    if isinstance(v, (bytes, bytearray)):
+        return "0x" + bytes(v).hex()
+    if isinstance(v, (dict, list, tuple)) or hasattr(v, "asDict"):
+        return json.dumps(_json_value(v), ensure_ascii=False)
+    return str(v)
+
+
+def run(args: argparse.Namespace) -> int:
+    import os
+
+    from pipelines.lake import Lake
+    from pipelines.spark import get_spark
+
+    if not args.query.strip():
+        raise UsageError("empty query")
+    lake_root = args.lake
+    if "://" not in lake_root and not os.path.isdir(lake_root):
+        raise UsageError(f"no lake at {lake_root} (run `rebalance-audit ingest ...` first, or pass --lake)")
+    spark = get_spark(args.spark_master)
+    lake = Lake(lake_root, spark=spark)
+    lake.register_views(spark)
+    try:
+        df = spark.sql(args.query)
+    except Exception as exc:  # AnalysisException / ParseException: the user's query
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UsageError(f"query failed: {first}") from None
+    # Timestamps as UTC text formatted by Spark: collecting them would turn them into naive
+    # datetimes in the Python process's local zone.
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import TimestampType
+
+    if any(isinstance(f.dataType, TimestampType) for f in df.schema.fields):
+        df = df.select(*[
+            F.date_format(F.col(f"`{f.name}`"), "yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'").alias(f.name)
+            if isinstance(f.dataType, TimestampType) else F.col(f"`{f.name}`")
+            for f in df.schema.fields
+        ])
+    limit = args.limit if args.limit is not None else (1000 if args.format == "table" else None)
+    if limit is not None:
+        df = df.limit(limit)
+    names = df.columns
+    out = sys.stdout
+    if args.format == "json":
+        for row in df.toLocalIterator():
+            out.write(json.dumps({k: _json_value(row[i]) for i, k in enumerate(names)}, ensure_ascii=False))
+            out.write("\n")
+    elif args.format == "csv":
+        w = csv.writer(out)
+        w.writerow(names)
+        for row in df.toLocalIterator():
+            w.writerow(["" if v is None else _text(v) for v in row])
+    else:
+        rows = [[_text(v) for v in row] for row in df.collect()]
+        widths = [len(n) for n in names]
+        for r in rows:
+            widths = [max(w, len(c)) for w, c in zip(widths, r)]
+        out.write(" | ".join(n.ljust(w) for n, w in zip(names, widths)).rstrip() + "\n")
+        out.write("-+-".join("-" * w for w in widths) + "\n")
+        for r in rows:
+            out.write(" | ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() + "\n")
+        print(f"({len(rows)} row{'s' if len(rows) != 1 else ''})", file=sys.stderr)
+    return 0
