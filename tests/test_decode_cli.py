@@ -149,3 +149,19 @@ def test_usage_errors():
     proc = subprocess.run([CLI, "decode", "--help"],
                           cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and "--strict" in proc.stdout and "--kafka-version" in proc.stdout
+
+
+def test_kafka_version_chooses_the_layout():
+    # KIP-848 records of types 4/5/7/8 changed layout between 3.7 and 3.8 without a version
+    # bump. The recording was written by 3.9: read as 3.9 (or by elimination) they decode,
+    # read as 3.7 they are error lines -- with their bytes -- and nothing else is lost.
+    seg = RECORDINGS / "kip848_consumer_protocol" / "offsets_segments"
+    rc, lines_39, _ = decode("--kafka-version", "3.9", seg)
+    assert rc == 0 and split(lines_39)[1] == []
+    rc, lines_37, err = decode("--kafka-version", "3.7", seg)
+    records, errors = split(lines_37)
+    assert rc == 0 and len(lines_37) == len(lines_39) == 809
+    assert len(errors) == 40 and "40 errors" in err
+    assert all("3.7" in e["error"] and e["value_hex"] for e in errors)
+    by_offset = {(l["partition"], l["offset"]): l for l in lines_39}
+    assert {by_offset[(e["partition"], e["offset"])]["key"]["type"] for e in errors} == {4, 5, 7, 8}

@@ -355,3 +355,36 @@ def test_discovery_of_brokers_partitions_and_files(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(SegmentPathError):
         discover([tmp_path / "empty"])
+
+
+def _recrc(batch: bytearray) -> bytes:
+    struct.pack_into(">I", batch, 17, crc32c(bytes(batch[21:])))
+    return bytes(batch)
+
+
+def test_bad_record_framing_under_a_valid_crc():
+    # A writer bug rather than bit rot: the CRC is right but a record's length is not.
+    recs = sample_records(4)
+    batch = bytearray(build_batch_v2(recs, 30))
+    first_len_at = 61
+    assert batch[first_len_at] < 0x80  # a one-byte varint
+    batch[first_len_at] += 2 * 3  # zig-zag: claim 3 more bytes than the record has
+    items = list(iter_buffer_records(_recrc(batch)))
+    (err,) = errors_of(items)
+    assert "corrupt record" in err.error and (err.offset, err.last_offset) == (30, 33)
+    assert records_of(items) == []
+
+
+def test_unknown_codec_id_under_a_valid_crc():
+    batch = bytearray(build_batch_v2(sample_records(2), 0))
+    struct.pack_into(">h", batch, 21, 6)
+    (err,) = list(iter_buffer_records(_recrc(batch)))
+    assert isinstance(err, SegmentError) and "unknown compression codec id 6" in err.error
+
+
+def test_corrupt_compressed_payload_under_a_valid_crc():
+    batch = bytearray(build_batch_v2(sample_records(6), 0, compression="zstd"))
+    batch[70:80] = b"\xaa" * 10
+    items = list(iter_buffer_records(_recrc(batch) + build_batch_v2(sample_records(1), 6)))
+    assert "cannot decompress batch" in errors_of(items)[0].error
+    assert [r.offset for r in records_of(items)] == [6]
