@@ -85,4 +85,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run through the package module, so `python -m rebalance_audit.cli` and the
+    # `rebalance-audit` script share one set of classes (UsageError above all).
+    from rebalance_audit.cli import main as _main
+
+    sys.exit(_main())

@@ -55,6 +55,7 @@ OFFSETS_RECORDS = BronzeTable(
             ("source_file", pa.string()),
             ("broker", pa.string()),          # segments: broker label of the log dir; kafka: bootstrap
             ("ingested_at", TS),
+            ("ingest_version", pa.int64()),   # the bronze version that committed the row (Lake stamps it)
         ]
     ),
     partition_by=("cluster", "partition"),
@@ -80,6 +81,7 @@ COORDINATOR_LOG_LINES = BronzeTable(
             ("line_key", pa.string()),        # dedup key, see pipelines.ingest.logs
             ("source", pa.string()),          # logs
             ("ingested_at", TS),
+            ("ingest_version", pa.int64()),   # the bronze version that committed the row (Lake stamps it)
         ]
     ),
     partition_by=("cluster",),

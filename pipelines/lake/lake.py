@@ -18,9 +18,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
-from deltalake.exceptions import TableNotFoundError
+from deltalake.exceptions import CommitFailedError, TableNotFoundError
 
 from pipelines.lake import sparkio, txlog
+
+# Column stamped with the committing version on append (see Lake._append_stamped).
+VERSION_COLUMN = "ingest_version"
 
 TABLE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,127}$")
 
@@ -160,8 +163,10 @@ class Lake:
     ) -> int:
         """Append Arrow rows (delta-rs only) in one commit, with its app transactions.
         An empty `data` with app transactions still commits the positions. Returns the version."""
+        data = self._conform(name, data, evolve)  # may evolve the schema: open the table after
         dt = self.table(name)
-        data = self._conform(name, data, evolve)
+        if VERSION_COLUMN in data.column_names and data.num_rows:
+            return self._append_stamped(dt, name, data, app_transactions, metadata)
         props = _commit(app_transactions, metadata)
         if data.num_rows == 0:
             if props is None:
@@ -170,6 +175,52 @@ class Lake:
         else:
             write_deltalake(dt, data, mode="append", commit_properties=props)
         return self.version(name)
+
+    def _append_stamped(self, dt: DeltaTable, name: str, data: pa.Table, app_transactions, metadata) -> int:
+        """Append with every row's `ingest_version` set to the version of the commit itself.
+
+        Downstream jobs read "rows committed after version N" by this column (see
+        `read_since`); it survives compaction, which rewrites files but not rows. The commit
+        is made with no automatic retry, so a concurrent writer that takes the expected
+        version makes this one re-stamp and try again rather than commit a wrong stamp.
+        """
+        idx = data.schema.get_field_index(VERSION_COLUMN)
+        for _ in range(20):
+            dt.update_incremental()
+            expected = dt.version() + 1
+            stamped = data.set_column(idx, data.schema.field(idx), pa.array([expected] * data.num_rows, pa.int64()))
+            props = _commit(app_transactions, metadata) or CommitProperties()
+            props.max_commit_retries = 0
+            try:
+                write_deltalake(dt, stamped, mode="append", commit_properties=props)
+            except CommitFailedError:
+                continue
+            return self.version(name)
+        raise LakeError(f"table {name}: could not commit after 20 attempts (concurrent writers?)")
+
+    def read_since(self, name: str, column: str, since: int, upto: int | None = None):
+        """Rows with since < `column` <= upto as a Spark DataFrame, reading only the files
+        whose statistics say they may hold such rows (cost grows with the increment)."""
+        dt = self.table(name, upto)
+        actions = pa.table(dt.get_add_actions(flatten=True)).to_pydict()
+        mins, maxs = actions.get(f"min.{column}"), actions.get(f"max.{column}")
+        files = []
+        for i, path in enumerate(actions["path"]):
+            lo = mins[i] if mins else None
+            hi = maxs[i] if maxs else None
+            if hi is not None and hi <= since:
+                continue
+            if lo is not None and upto is not None and lo > upto:
+                continue
+            files.append(path if "://" in path else f"{self.uri(name)}/{path}")
+        schema = pa.schema(dt.schema().to_arrow())
+        df = sparkio.read_files(self.spark, self.uri(name), files, schema, list(dt.metadata().partition_columns))
+        from pyspark.sql import functions as F
+
+        cond = F.col(column) > since
+        if upto is not None:
+            cond = cond & (F.col(column) <= upto)
+        return df.where(cond)
 
     def insert_if_absent(
         self,
@@ -200,6 +251,13 @@ class Lake:
     def _existing_keys(self, dt: DeltaTable, data: pa.Table, key: list[str], range_column: str | None) -> pa.Table:
         if dt.version() < 1 and not dt.file_uris():
             return data.select(key).slice(0, 0)
+        expr = self._batch_filter(dt, data, range_column)
+        return dt.to_pyarrow_dataset().to_table(columns=key, filter=expr)
+
+    def _batch_filter(self, dt: DeltaTable, data: pa.Table, range_column: str | None):
+        """A filter matching the batch's partitions and, per partition, its range_column
+        span. pyarrow prunes whole files on it: partition values and the min/max stats
+        delta-rs keeps per file are the fragments' guarantees."""
         parts = list(dt.metadata().partition_columns)
         group_cols = [c for c in parts if c in data.column_names]
         aggs = [(range_column, "min"), (range_column, "max")] if range_column else []
@@ -228,8 +286,7 @@ class Lake:
                 term = t if term is None else term & t
             if term is not None:
                 expr = term if expr is None else expr | term
-        dataset = dt.to_pyarrow_dataset()
-        return dataset.to_table(columns=key, filter=expr)
+        return expr
 
     def overwrite_where(
         self,

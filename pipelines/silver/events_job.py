@@ -14,6 +14,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from pipelines.logs import EVENT_FIELDS, FIELD_TYPES, parse_text
+from pipelines.silver.records import ms_to_ts
 from pipelines.silver.schemas import TS
 
 _ARROW_TYPES = {"string": pa.string(), "long": pa.int64(), "int": pa.int32(), "list<string>": pa.list_(pa.string())}
@@ -35,19 +36,11 @@ def parse_log_lines(lines: DataFrame) -> DataFrame:
                 rec = parse_text(row["text"], file=row["file"], line=row["line"], broker=row["broker"])
                 # The time zone was applied once, at ingestion: bronze `ts` is authoritative.
                 rec["ts"] = row["ts"]
+                rec["event_ts"] = ms_to_ts(row["ts"])
                 rec["cluster"] = row["cluster"]
                 rec["line_key"] = row["line_key"]
-                rec["event_ts"] = None if row["ts"] is None else row["ts"] * 1000
                 out.append(rec)
             if out:
-                batch_out = pa.RecordBatch.from_pylist(
-                    out, schema=COORDINATOR_EVENTS.set(COORDINATOR_EVENTS.get_field_index("event_ts"), pa.field("event_ts", pa.int64()))
-                )
-                # event_ts: epoch µs → UTC timestamp.
-                cols = [
-                    c if name != "event_ts" else c.cast(TS)
-                    for name, c in zip(batch_out.schema.names, batch_out.columns)
-                ]
-                yield pa.RecordBatch.from_arrays(cols, schema=COORDINATOR_EVENTS)
+                yield pa.RecordBatch.from_pylist(out, schema=COORDINATOR_EVENTS)
 
     return lines.select(*BRONZE_COLUMNS).mapInArrow(run, from_arrow_schema(COORDINATOR_EVENTS))

@@ -7,7 +7,6 @@ a record that cannot be decoded becomes a `DECODE_ERRORS` row with the reason.
 """
 from __future__ import annotations
 
-import base64
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
 from typing import Any
@@ -260,5 +259,4 @@ def consumer_group_rows(row: dict, kafka_version: str | None = None) -> tuple[di
     return out, []
 
 
-def b64(data: bytes | None) -> str | None:
-    return None if data is None else base64.b64encode(data).decode("ascii")
+

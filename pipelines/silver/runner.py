@@ -8,7 +8,7 @@ silver table that has not consumed them yet. A crash between two silver tables l
 each at its own position; the next run redoes exactly the missing part.
 
 Transactional offset commits whose COMMIT/ABORT marker has not arrived yet are parked in
-`_open_transactional_commits` (replaced each run) and retried with the next increment.
+`open_transactional_commits` (replaced each run) and retried with the next increment.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 BRONZE_OFFSETS = "offsets_records"
 BRONZE_LOG_LINES = "coordinator_log_lines"
 QUARANTINE = "quarantine"
-OPEN_TXN = "_open_transactional_commits"
+OPEN_TXN = "open_transactional_commits"
 APP_PREFIX = "silver:"
 VERSION_COLUMN = "ingest_version"
 
