@@ -1,0 +1,60 @@
+"""Every rebalance-audit asset, resource, schedule and sensor (loaded by workspace.yaml).
+
+Settings come from the environment so `dagster dev` needs no code change:
+
+* REBALANCE_AUDIT_LAKE (default ./lake), REBALANCE_AUDIT_SPARK_MASTER (default local[*])
+* REBALANCE_AUDIT_SEGMENTS, REBALANCE_AUDIT_LOGS: os.pathsep-separated paths to ingest
+* REBALANCE_AUDIT_CLUSTER (default "default"), REBALANCE_AUDIT_LOG_TZ (default UTC)
+* REBALANCE_AUDIT_BOOTSTRAP_SERVERS: live ingestion when set; REBALANCE_AUDIT_KAFKA_PROPERTIES:
+  a librdkafka properties file; REBALANCE_AUDIT_KAFKA_SASL_USERNAME / _PASSWORD (read
+  through EnvVar, so their values never appear in the UI or run records)
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from dagster import Definitions, EnvVar
+
+from assets.automation import every_15_minutes, new_source_files, refresh_job
+from assets.bronze import bronze_ingest
+from assets.gold import GOLD_ASSETS
+from assets.resources import KafkaResource, LakeResource, SourcesResource, SparkResource, env_paths
+from assets.silver import events_silver, offsets_silver, target_assignments_silver
+
+ALL_ASSETS = [bronze_ingest, offsets_silver, events_silver, target_assignments_silver, *GOLD_ASSETS]
+
+
+def _env_secret(name: str):
+    # EnvVar fails resource initialisation when the variable is unset; an unset secret
+    # simply means "not used".
+    return EnvVar(name) if name in os.environ else None
+
+
+def default_resources(env: Mapping[str, str] | None = None) -> dict:
+    env = os.environ if env is None else env
+    return {
+        "lake": LakeResource(),
+        "spark": SparkResource(),
+        "sources": SourcesResource(
+            cluster=env.get("REBALANCE_AUDIT_CLUSTER", "default"),
+            segment_paths=env_paths("REBALANCE_AUDIT_SEGMENTS"),
+            log_paths=env_paths("REBALANCE_AUDIT_LOGS"),
+            log_tz=env.get("REBALANCE_AUDIT_LOG_TZ", "UTC"),
+        ),
+        "kafka": KafkaResource(
+            bootstrap_servers=env.get("REBALANCE_AUDIT_BOOTSTRAP_SERVERS") or None,
+            properties_file=env.get("REBALANCE_AUDIT_KAFKA_PROPERTIES") or None,
+            sasl_username=_env_secret("REBALANCE_AUDIT_KAFKA_SASL_USERNAME"),
+            sasl_password=_env_secret("REBALANCE_AUDIT_KAFKA_SASL_PASSWORD"),
+        ),
+    }
+
+
+defs = Definitions(
+    assets=ALL_ASSETS,
+    resources=default_resources(),
+    jobs=[refresh_job],
+    schedules=[every_15_minutes],
+    sensors=[new_source_files],
+)

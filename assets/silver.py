@@ -1,0 +1,67 @@
+"""Silver: decoded tables, updated incrementally from bronze (pipelines.silver does the work).
+
+`update_offsets_silver` decodes one bronze increment into all its tables at once (the
+decode is shared), so those tables are one multi-asset; each reports its own rows.
+"""
+
+from dagster import AssetSpec, multi_asset
+
+from assets.metadata import table_result
+from assets.resources import LakeResource, SourcesResource, SparkResource
+
+SILVER_GROUP = "silver"
+
+OFFSETS_SILVER_TABLES = (
+    "offset_commits",
+    "group_generations",
+    "member_assignments",
+    # KIP-848 (consumer protocol) groups
+    "consumer_group_epochs",
+    "consumer_group_members",
+    "target_assignment_epochs",
+    "target_assignment_member_deltas",
+    "current_assignments",
+    "topic_ids",
+)
+
+
+@multi_asset(
+    name="offsets_silver",
+    specs=[AssetSpec(t, group_name=SILVER_GROUP, deps=["offsets_records"]) for t in OFFSETS_SILVER_TABLES],
+    description="Decode the new offsets_records rows into commits, classic generations and KIP-848 tables.",
+)
+def offsets_silver(lake: LakeResource, spark: SparkResource, sources: SourcesResource):
+    from pipelines.silver.runner import update_offsets_silver
+
+    target = lake.lake(spark.session())
+    run = update_offsets_silver(target, kafka_version=sources.kafka_version)
+    for name in OFFSETS_SILVER_TABLES:
+        yield table_result(target, name, run.rows_written.get(name, 0), bronze_version=run.bronze_version)
+
+
+@multi_asset(
+    name="events_silver",
+    specs=[AssetSpec("coordinator_events", group_name=SILVER_GROUP, deps=["coordinator_log_lines"],
+                     description="One typed group-coordinator event parsed from a server.log line.")],
+)
+def events_silver(lake: LakeResource, spark: SparkResource):
+    from pipelines.silver.runner import update_events_silver
+
+    target = lake.lake(spark.session())
+    run = update_events_silver(target)
+    yield table_result(target, "coordinator_events", run.rows_written.get("coordinator_events", 0),
+                       bronze_version=run.bronze_version)
+
+
+@multi_asset(
+    name="target_assignments_silver",
+    specs=[AssetSpec("target_assignments", group_name=SILVER_GROUP,
+                     deps=["target_assignment_epochs", "target_assignment_member_deltas", "topic_ids"],
+                     description="Each KIP-848 group's full target assignment per epoch (rebuilt whole).")],
+)
+def target_assignments_silver(lake: LakeResource, spark: SparkResource):
+    from pipelines.silver.runner import rebuild_target_assignments
+
+    target = lake.lake(spark.session())
+    rows = rebuild_target_assignments(target)
+    yield table_result(target, "target_assignments", rows)
