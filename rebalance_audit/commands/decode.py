@@ -8,7 +8,6 @@ count of errors on stderr, or 1 with `--strict` when there was any error.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 
@@ -51,7 +50,7 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pipelines.segments import discover, iter_segment_records
-    from pipelines.segments.jsonlines import to_json_dict
+    from pipelines.segments.jsonlines import LineEncoder
     from pipelines.segments.paths import SegmentPathError
 
     if args.kafka_version is not None and not _RELEASE.match(args.kafka_version):
@@ -62,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
 
     progress = sys.stderr.isatty()
-    dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, check_circular=False).encode
+    encode = LineEncoder(args.kafka_version).encode
     out = sys.stdout
     lines: list[str] = []
     records = errors = empty = 0
@@ -70,14 +69,14 @@ def run(args: argparse.Namespace) -> int:
         if progress:
             print(f"\rdecoding {i}/{len(segments)}: {seg.path} ", end="", file=sys.stderr, flush=True)
         for item in iter_segment_records(seg.path, partition=seg.partition, broker=seg.broker):
-            obj, is_error = to_json_dict(item, args.kafka_version)
-            if is_error:
-                errors += 1
-            elif "empty_batch" in obj:
-                empty += 1
-            else:
+            line, kind = encode(item)
+            if kind == "record":
                 records += 1
-            lines.append(dumps(obj))
+            elif kind == "error":
+                errors += 1
+            else:
+                empty += 1
+            lines.append(line)
             if len(lines) >= _FLUSH_EVERY:
                 out.write("\n".join(lines) + "\n")
                 lines.clear()
