@@ -262,8 +262,7 @@ def test_magic1_wrapper_with_compacted_relative_offsets():
 
 def test_magic0_wrapper_inner_offsets_are_absolute():
     inner = b"".join(build_legacy_message(off, b"k", b"v%d" % off, magic=0) for off in (40, 41, 44))
-    wrapper = build_legacy_message(44, None, zlib.compress(inner, wbits=31) if False else bytes(cramjam.gzip.compress(inner)),
-                                   magic=0, codec=1)
+    wrapper = build_legacy_message(44, None, bytes(cramjam.gzip.compress(inner)), magic=0, codec=1)
     assert [r.offset for r in records_of(iter_buffer_records(wrapper))] == [40, 41, 44]
 
 
@@ -388,3 +387,25 @@ def test_corrupt_compressed_payload_under_a_valid_crc():
     items = list(iter_buffer_records(_recrc(batch) + build_batch_v2(sample_records(1), 6)))
     assert "cannot decompress batch" in errors_of(items)[0].error
     assert [r.offset for r in records_of(items)] == [6]
+
+
+def test_hand_assembled_legacy_messages():
+    # Built with struct/zlib straight from the LegacyRecord layout, not with our writer:
+    # Offset int64, Size int32, Crc uint32 (CRC-32 of Magic..end), Magic int8,
+    # Attributes int8, [Timestamp int64 (magic 1)], Key bytes(int32 len), Value bytes.
+    def message(offset, magic, key, value, ts=None):
+        body = struct.pack(">bb", magic, 0)
+        if magic == 1:
+            body += struct.pack(">q", ts)
+        body += struct.pack(">i", len(key)) + key
+        body += struct.pack(">i", -1) if value is None else struct.pack(">i", len(value)) + value
+        return struct.pack(">qiI", offset, 4 + len(body), zlib.crc32(body)) + body
+
+    data = message(0, 0, b"\x00\x00g", b"\x00\x00v0") + message(1, 1, b"\x00\x01k", None, ts=T0)
+    a, b = records_of(iter_buffer_records(data))
+    assert (a.offset, a.magic, a.timestamp, a.timestamp_type, a.key, a.value) == (
+        0, 0, -1, "NoTimestampType", b"\x00\x00g", b"\x00\x00v0")
+    assert (b.offset, b.magic, b.timestamp, b.timestamp_type, b.value) == (1, 1, T0, "CreateTime", None)
+    # ...and our writer produces exactly these bytes.
+    assert build_legacy_message(0, b"\x00\x00g", b"\x00\x00v0", magic=0) + build_legacy_message(
+        1, b"\x00\x01k", None, magic=1, timestamp=T0) == data
