@@ -178,7 +178,10 @@ def test_group_metadata_generations_match_what_members_were_assigned(run):
             else:
                 generations.append(decode_group_value(r.value))
     gens = [g["generation"] for g in generations]
-    assert gens == list(range(1, len(gens) + 1)), f"generations not contiguous: {gens}"
+    # Increasing, but not necessarily contiguous: a generation whose SyncGroup was cut
+    # short by the next join (members starting together; 0.9 has no initial rebalance
+    # delay) is never persisted. The server.log test pins those gaps down.
+    assert gens == sorted(set(gens)) and gens[0] >= 1, f"generations out of order: {gens}"
     # The whole group left at the end: 0.9 removes the dead group with a tombstone.
     assert tombstones == 1
     assigns = _assigns(result)
@@ -222,7 +225,7 @@ LINE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] (\w+) (.*) \(([\
 def test_server_log_records_each_rebalance_of_the_group(run):
     broker, result, records = run
     group = re.escape(result.group_id)
-    prepares, stabilized, dead = [], [], []
+    prepares, stabilized, assigned, dead = [], [], [], []
     for line in broker.server_log.read_text().splitlines():
         m = LINE.match(line)
         if not m or m.group(4) != "kafka.coordinator.GroupCoordinator":
@@ -233,12 +236,20 @@ def test_server_log_records_each_rebalance_of_the_group(run):
             prepares.append(int(p.group(1)))
         elif s := re.fullmatch(rf"\[GroupCoordinator 0\]: Stabilized group {group} generation (\d+)", msg):
             stabilized.append(int(s.group(1)))
+        elif a := re.fullmatch(rf"\[GroupCoordinator 0\]: Assignment received from leader for group {group} "
+                               rf"for generation (\d+)", msg):
+            assigned.append(int(a.group(1)))
         elif d := re.fullmatch(rf"\[GroupCoordinator 0\]: Group {group} generation (\d+) is dead and removed",
                                msg):
             dead.append(int(d.group(1)))
     persisted = sorted(decode_group_value(r.value)["generation"]
                        for r, rtype, _, _ in _group_records(run) if rtype == 2 and r.value is not None)
-    assert stabilized == persisted
+    # The coordinator writes a generation exactly when the leader's assignment reaches it
+    # while that generation is current; a stabilized generation overtaken by another join
+    # before its SyncGroup never is.
+    assert assigned == persisted
+    assert set(persisted) <= set(stabilized)
+    assert stabilized == list(range(1, len(stabilized) + 1))
     # Each rebalance starts from the previous generation; the last one ends the group.
     assert prepares == list(range(0, len(stabilized) + 1))
     assert dead == [stabilized[-1]]

@@ -57,6 +57,9 @@ def main(argv: list[str] | None = None) -> int:
                         time.sleep(1)
                 except KeyboardInterrupt:
                     pass
+    except KeyboardInterrupt:
+        print("testbed: interrupted; members and broker stopped", file=sys.stderr)
+        return 130
     except (BrokerError, TestbedUnavailable, OSError) as exc:
         if args.debug:
             raise

@@ -576,4 +576,16 @@ class _PortTaken(Exception):
     pass
 
 
-_librdkafka_log = logging.getLogger("pipelines.testbed.librdkafka")
+class _DropDeliberateDeprecations(logging.Filter):
+    """librdkafka warns (CONFWARN) on every client that api.version.request and
+    broker.version.fallback are deprecated; talking to 0.9 needs exactly them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = record.getMessage()
+        return not ("CONFWARN" in msg and ("api.version.request" in msg or "broker.version.fallback" in msg))
+
+
+# librdkafka's own log lines of the testbed's clients go to Python logging here.
+librdkafka_log = logging.getLogger("pipelines.testbed.librdkafka")
+librdkafka_log.addFilter(_DropDeliberateDeprecations())
+_librdkafka_log = librdkafka_log

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -52,6 +53,9 @@ def _partitions(tps) -> list[list[Any]]:
 def run(cfg: dict[str, Any]) -> int:
     from confluent_kafka import Consumer, KafkaError, KafkaException
 
+    # ^C in a terminal reaches the whole foreground process group; the driver handles it
+    # and closes the members cleanly (stdin), so a member must not die of it half-way.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     truth = _Truth(cfg["truth_path"], cfg["name"])
     manual = cfg.get("commit", "auto") == "manual"
     stop = threading.Event()
@@ -100,8 +104,15 @@ def run(cfg: dict[str, Any]) -> int:
     def on_lost(c, partitions) -> None:
         truth.write("lost", member_id=member_id(), partitions=_partitions(partitions))
 
+    import logging
+
+    from .broker import librdkafka_log
+
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(message)s")
     props = dict(cfg["client_properties"])
     props.update({
+        "logger": librdkafka_log,
         "group.id": cfg["group_id"],
         "client.id": cfg.get("client_id") or cfg["name"],
         "enable.auto.commit": not manual,
@@ -110,7 +121,7 @@ def run(cfg: dict[str, Any]) -> int:
     })
     consumer = Consumer(props)
     truth.write("start", pid=os.getpid(), config={k: v for k, v in cfg.items() if k != "client_properties"},
-                client_properties={k: v for k, v in props.items() if k != "on_commit"})
+                client_properties={k: v for k, v in props.items() if k not in ("on_commit", "logger")})
     consumer.subscribe(cfg["topics"], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
 
     interval = float(cfg.get("commit_interval_s", 1.0))

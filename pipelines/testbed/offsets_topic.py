@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Mapping
 
-from .broker import CLIENT_PROPERTIES, OFFSETS_TOPIC
+from .broker import CLIENT_PROPERTIES, OFFSETS_TOPIC, librdkafka_log
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,7 @@ def read_offsets_topic(bootstrap_servers: str, *, client_properties: Mapping[str
         "enable.auto.offset.store": False,
         "auto.offset.reset": "earliest",
         "enable.partition.eof": False,
+        "logger": librdkafka_log,
     }
     deadline = time.monotonic() + timeout
     consumer = Consumer(props)

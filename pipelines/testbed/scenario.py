@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Union
 
-from .broker import CLIENT_PROPERTIES, BrokerError, KafkaBroker
+from .broker import CLIENT_PROPERTIES, BrokerError, KafkaBroker, librdkafka_log
 
 _REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -248,7 +248,7 @@ class _Producer:
         self.delivered: dict[int, int] = {}
         self.errors: list[str] = []
         self.sent = 0
-        self._producer = Producer({**client_props, "linger.ms": 5, "acks": "all"})
+        self._producer = Producer({**client_props, "linger.ms": 5, "acks": "all", "logger": librdkafka_log})
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="testbed-producer", daemon=True)
         self._thread.start()
@@ -261,6 +261,12 @@ class _Producer:
             self.delivered[p] = max(self.delivered.get(p, 0), msg.offset() + 1)
 
     def _run(self) -> None:
+        try:
+            self._produce_steadily()
+        except Exception as exc:  # surfaced by stop(), never lost with the thread
+            self.errors.append(f"producer thread failed: {exc!r}")
+
+    def _produce_steadily(self) -> None:
         start = time.monotonic()
         while not self._stop.is_set():
             due = int((time.monotonic() - start) * self.rate) + 1
@@ -474,7 +480,7 @@ class ScenarioRunner:
     def _topic_partitions(self, topic: str) -> int:
         from confluent_kafka import Producer
 
-        client = Producer(self.broker.client_config())
+        client = Producer(self.broker.client_config(logger=librdkafka_log))
         try:
             md = client.list_topics(timeout=10)
         finally:
