@@ -148,27 +148,43 @@ def file_stats(fs, relative: str, partition_by: list[str]) -> str:
 
 
 def write_files(spark, df, table_uri: str, table_fs, partition_by: list[str]):
-    """Have Spark write `df` as Parquet under the table; return delta-rs AddActions."""
+    """Have Spark write `df` as Parquet under the table; return delta-rs AddActions.
+
+    Spark writes into a fresh staging folder `spark-<uuid>/`; each file is then renamed
+    into the table's own Hive layout (`col=value/spark-<uuid>-part-....parquet`), so every
+    data file of a table sits under `col=value/` folders directly below the root, which
+    is what Spark's partition discovery (basePath) and other Delta readers expect.
+    """
     from deltalake.transaction import AddAction
 
     folder = f"spark-{uuid.uuid4().hex}"
-    target = f"{spark_path(table_uri).rstrip('/')}/{folder}"
+    root = spark_path(table_uri).rstrip("/")
+    target = f"{root}/{folder}"
     writer = df.write.mode("errorifexists").option("compression", "snappy")
     if partition_by:
         writer = writer.partitionBy(*partition_by)
     writer.parquet(target)
+    jvm = spark._jvm
+    Path = jvm.org.apache.hadoop.fs.Path
+    fs = Path(target).getFileSystem(spark._jsc.hadoopConfiguration())
     actions = []
     for uri, size, mtime in _hadoop_listing(spark, target):
-        relative = folder + "/" + uri.split(f"/{folder}/", 1)[1]
+        inner = uri.split(f"/{folder}/", 1)[1]  # col=value/part-....parquet
+        head, _, name = inner.rpartition("/")
+        relative = f"{head}/{folder}-{name}" if head else f"{folder}-{name}"
+        dst = Path(f"{root}/{relative}")
+        fs.mkdirs(dst.getParent())
+        if not fs.rename(Path(uri), dst):
+            raise RuntimeError(f"could not move Spark output {uri} into the table")
         actions.append(
             AddAction(
                 path=relative,
                 size=size,
-                partition_values=_partition_values(relative[len(folder) + 1:], partition_by),
+                partition_values=_partition_values(relative, partition_by),
                 modification_time=mtime,
                 data_change=True,
                 stats=file_stats(table_fs, relative, partition_by),
             )
         )
+    fs.delete(Path(target), True)
     return actions
-
