@@ -1,0 +1,35 @@
+"""Gold jobs: a consumer group's rebalance history and the findings derived from it.
+
+Every `build_<table>` takes silver DataFrames (and optional coordinator events) and returns
+a DataFrame with the meaning given in ../shared/SPEC.md. `build_all` wires them together.
+"""
+from __future__ import annotations
+
+from .model import GoldInputs, GoldParams
+
+
+def build_all(inputs: GoldInputs, params: GoldParams | None = None) -> dict:
+    """Every gold table for the given silver inputs (lazy DataFrames; nothing is collected)."""
+    from . import anomalies, coverage, duplicates, episodes, idle, ownership, storms
+
+    params = params or GoldParams()
+    snaps = ownership.assignment_snapshots(inputs)
+    holdings = ownership.build_ownership_intervals(inputs, snaps, params.consumer_session_timeout_ms).cache()
+    attributed = ownership.build_commit_attribution(inputs, holdings).cache()
+    eps = episodes.build_rebalance_episodes(inputs, snaps, params).cache()
+    out = {
+        "ownership_intervals": holdings,
+        "commit_attribution": attributed,
+        "rebalance_episodes": eps,
+        "duplicate_windows": duplicates.build_duplicate_windows(inputs, holdings, attributed, params),
+        "skip_windows": anomalies.build_skip_windows(inputs, attributed, params),
+        "commit_anomalies": anomalies.build_commit_anomalies(inputs, holdings, params, attributed),
+        "idle_consumers": idle.build_idle_consumers(inputs, snaps),
+        "rebalance_storms": storms.build_rebalance_storms(
+            eps, params, storms.membership_identities(inputs.member_assignments, inputs.consumer_group_members)),
+        "coverage_gaps": coverage.build_coverage_gaps(inputs),
+    }
+    return out
+
+
+__all__ = ["GoldInputs", "GoldParams", "build_all"]

@@ -1,0 +1,67 @@
+"""coverage_gaps: spans of a group's history the input no longer holds.
+
+* `compacted_range`: log offsets missing from a `__consumer_offsets` partition (the cleaner
+  removed them, or retention deleted whole segments before the input starts); reported for
+  every group with records in that partition. Single missing offsets are not holes: they are
+  transaction markers, which a consumer never receives.
+* `generation_history_starts_late`: a group's first persisted generation is above 1 and
+  records before it are missing.
+* `offsets_deleted`: an offset tombstone (expiry, DeleteGroups, OffsetDelete).
+* `group_deleted`: a group tombstone; the next records start a new incarnation.
+"""
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from .episodes import _holes
+from .model import GoldInputs, ms
+
+COLUMNS = ["cluster", "group_id", "topic", "partition", "kind", "from_ts", "to_ts", "log_from", "log_to", "detail"]
+
+
+def build_coverage_gaps(inputs: GoldInputs) -> DataFrame:
+    parts = []
+    holes = _holes(inputs)
+    pos = inputs.offset_commits.select("cluster", "group_id", "coordinator_partition", "log_offset", "record_ts") \
+        .unionByName(inputs.group_generations.select("cluster", "group_id", "coordinator_partition", "log_offset", "record_ts"))
+    if holes is not None:
+        b = inputs.bronze_positions
+        groups = pos.select("cluster", "group_id", "coordinator_partition").distinct()
+        # Timestamps of the holes' edges come from the nearest records we do have.
+        edge = pos.groupBy("cluster", "coordinator_partition", "log_offset").agg(F.max(ms("record_ts")).alias("t"))
+        h = holes.join(groups, ["cluster", "coordinator_partition"])
+        before = h.join(edge, ["cluster", "coordinator_partition"]).where(F.col("log_offset") < F.col("hole_from")) \
+            .groupBy("cluster", "coordinator_partition", "group_id", "hole_from", "hole_to").agg(F.max_by("t", "log_offset").alias("t0"))
+        after = h.join(edge, ["cluster", "coordinator_partition"]).where(F.col("log_offset") >= F.col("hole_to")) \
+            .groupBy("cluster", "coordinator_partition", "group_id", "hole_from", "hole_to").agg(F.min_by("t", "log_offset").alias("t1"))
+        hh = h.join(before, ["cluster", "coordinator_partition", "group_id", "hole_from", "hole_to"], "left") \
+            .join(after, ["cluster", "coordinator_partition", "group_id", "hole_from", "hole_to"], "left")
+        parts.append(hh.select("cluster", "group_id", F.lit(None).cast("string").alias("topic"), F.lit(None).cast("int").alias("partition"),
+                               F.lit("compacted_range").alias("kind"), F.col("t0").alias("from_ms"), F.col("t1").alias("to_ms"),
+                               F.col("hole_from").alias("log_from"), F.col("hole_to").alias("log_to"),
+                               F.concat(F.lit("__consumer_offsets-"), F.col("coordinator_partition").cast("string"),
+                                        F.lit(" offsets missing")).alias("detail")))
+        g = inputs.group_generations.where(~F.col("is_deletion"))
+        w = Window.partitionBy("cluster", "group_id", "incarnation").orderBy("log_offset")
+        first = g.withColumn("_r", F.row_number().over(w)).where((F.col("_r") == 1) & (F.col("generation") > 1))
+        late = first.join(holes, ["cluster", "coordinator_partition"]).where(F.col("hole_from") < F.col("log_offset")) \
+            .select("cluster", "group_id", "generation", "record_ts", "log_offset").distinct()
+        parts.append(late.select("cluster", "group_id", F.lit(None).cast("string").alias("topic"), F.lit(None).cast("int").alias("partition"),
+                                 F.lit("generation_history_starts_late").alias("kind"), F.lit(None).cast("long").alias("from_ms"),
+                                 ms("record_ts").alias("to_ms"), F.lit(None).cast("long").alias("log_from"), F.col("log_offset").alias("log_to"),
+                                 F.concat(F.lit("generations before "), F.col("generation").cast("string"), F.lit(" are not in the input")).alias("detail")))
+    tomb = inputs.offset_commits.where(F.col("is_deletion"))
+    parts.append(tomb.select("cluster", "group_id", "topic", "partition", F.lit("offsets_deleted").alias("kind"),
+                             ms("record_ts").alias("from_ms"), F.lit(None).cast("long").alias("to_ms"), F.col("log_offset").alias("log_from"),
+                             F.lit(None).cast("long").alias("log_to"), F.lit("offset tombstone").alias("detail")))
+    gt = inputs.group_generations.where(F.col("is_deletion"))
+    parts.append(gt.select("cluster", "group_id", F.lit(None).cast("string").alias("topic"), F.lit(None).cast("int").alias("partition"),
+                           F.lit("group_deleted").alias("kind"), ms("record_ts").alias("from_ms"), F.lit(None).cast("long").alias("to_ms"),
+                           F.col("log_offset").alias("log_from"), F.lit(None).cast("long").alias("log_to"),
+                           F.lit("group tombstone").alias("detail")))
+    out = parts[0]
+    for p in parts[1:]:
+        out = out.unionByName(p)
+    return out.select("cluster", "group_id", "topic", "partition", "kind", F.timestamp_millis("from_ms").alias("from_ts"),
+                      F.timestamp_millis("to_ms").alias("to_ts"), "log_from", "log_to", "detail")

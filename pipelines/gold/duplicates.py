@@ -1,0 +1,216 @@
+"""duplicate_windows: offsets at risk of being consumed twice, at every handover and rewind.
+
+At a handover A → B of one partition, B resumes from the last committed offset
+(`start_offset`). What A processed past that offset is consumed again. A's progress is
+not in the records; it is bounded from its own commits:
+
+* its commit cadence: had A kept going for a whole commit interval after its last commit,
+  there would be another commit, so A stopped within one interval (`end_offset_high`,
+  at A's peak commit rate; never later than the handover itself);
+* when it stopped (`end_offset_estimate`, at A's mean rate):
+  - crash: the coordinator expires a session `session.timeout.ms` after the last
+    heartbeat, which on average came half a heartbeat interval before the crash;
+  - poll timeout (librdkafka leaves with a plain LeaveGroup, the Java client says so in its
+    reason): A stopped polling `max.poll.interval.ms` (the rebalance timeout stored in
+    group metadata) before it left;
+  - revocation without a final commit: A processed until the rebalance started;
+  - when the stop time is unknown or falls outside the commit interval, the middle of the
+    interval (a stop is equally likely anywhere in it).
+* log-end offsets sampled in live mode cap both.
+
+A handover whose old owner's last commit is a final one (written during the rebalance,
+i.e. less than a heartbeat-and-a-bit before the join completed, or off its regular
+cadence, as a commit on close or revoke is) has no window. In a transactional group the
+committed offset is exactly what the committed output covers: anything re-processed was
+inside an aborted or fenced transaction, so there is no window either.
+
+Offsets rewound by a later commit (a seek back) are a window with cause `offset_rewind`.
+"""
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from . import events as ev_mod
+from .model import GoldInputs, GoldParams
+
+TP = ["cluster", "group_id", "topic", "partition", "coordinator_partition"]
+
+WINDOW_COLUMNS = [
+    "cluster", "group_id", "incarnation", "topic", "partition", "from_member", "to_member",
+    "from_instance_id", "to_instance_id", "handover_ts", "start_offset", "end_offset_estimate", "end_offset_high",
+    "estimated_records", "cause", "last_commit_ts", "stop_estimate_ts", "commit_interval_ms", "rate_per_s",
+    "handover_pos",
+]
+
+
+def owner_commit_stats(attributed: DataFrame) -> DataFrame:
+    """Per ownership interval: the owner's last commit, its cadence and rate on the partition."""
+    c = attributed.where(F.col("member_id").isNotNull())
+    k = TP + ["member_id", "interval_start_pos"]
+    w = Window.partitionBy(*k).orderBy("effective_log_offset")
+    c = c.withColumn("gap_ms", F.col("commit_ms") - F.lag("commit_ms").over(w)) \
+        .withColumn("d_off", F.col("offset") - F.lag("offset").over(w))
+    c = c.withColumn("gap_rate", F.when((F.col("gap_ms") >= 500) & (F.col("d_off") >= 0), F.col("d_off") / F.col("gap_ms")))
+    return c.groupBy(*k).agg(
+        F.count("*").alias("n_commits"),
+        F.max_by("offset", "effective_log_offset").alias("last_offset"),
+        F.max_by("commit_ms", "effective_log_offset").alias("last_ms"),
+        F.max_by("gap_ms", "effective_log_offset").alias("last_gap_ms"),
+        F.min_by("offset", "effective_log_offset").alias("first_offset"),
+        F.min_by("commit_ms", "effective_log_offset").alias("first_ms"),
+        F.percentile_approx("gap_ms", 0.5).alias("cadence_ms"),
+        F.percentile_approx("gap_ms", 0.9).alias("cadence_high_ms"),
+        F.max("gap_rate").alias("peak_rate"),
+        F.max(F.coalesce("transactional", F.lit(False)).cast("int")).alias("txn"),
+    ).withColumnRenamed("member_id", "from_member").withColumnRenamed("interval_start_pos", "from_start_pos")
+
+
+def partition_rates(attributed: DataFrame) -> DataFrame:
+    """The group's commit rate and cadence on each partition, for owners with too few commits of their own."""
+    w = Window.partitionBy(*TP).orderBy("effective_log_offset")
+    c = attributed.withColumn("gap_ms", F.col("commit_ms") - F.lag("commit_ms").over(w)) \
+        .withColumn("d_off", F.col("offset") - F.lag("offset").over(w))
+    return c.groupBy(*TP).agg(
+        (F.sum(F.when((F.col("gap_ms") > 0) & (F.col("d_off") >= 0), F.col("d_off")))
+         / F.sum(F.when((F.col("gap_ms") > 0) & (F.col("d_off") >= 0), F.col("gap_ms")))).alias("tp_rate"),
+        F.max(F.when((F.col("gap_ms") >= 500) & (F.col("d_off") >= 0), F.col("d_off") / F.col("gap_ms"))).alias("tp_peak_rate"),
+        F.percentile_approx("gap_ms", 0.5).alias("tp_cadence_ms"),
+    )
+
+
+def handovers(intervals: DataFrame) -> DataFrame:
+    """Consecutive ownership intervals of one partition with different members (same group incarnation)."""
+    m = intervals.where(F.col("owner_kind") == "member")
+    w = Window.partitionBy(*TP).orderBy("start_pos")
+    prev = {c: F.lag(c).over(w) for c in ("member_id", "group_instance_id", "start_pos", "end_pos", "end_join_ts",
+                                           "to_ms", "owner_left", "session_timeout_ms", "rebalance_timeout_ms",
+                                           "incarnation", "end_generation", "protocol_kind")}
+    h = m
+    for c, expr in prev.items():
+        h = h.withColumn("prev_" + c, expr)
+    return h.where(F.col("prev_member_id").isNotNull() & (F.col("prev_member_id") != F.col("member_id"))
+                   & (F.col("prev_incarnation") == F.col("incarnation")))
+
+
+def build_duplicate_windows(inputs: GoldInputs, intervals: DataFrame, attributed: DataFrame, params: GoldParams) -> DataFrame:
+    h = handovers(intervals)
+    stats = owner_commit_stats(attributed)
+    h = h.withColumn("from_member", F.col("prev_member_id")).withColumn("from_start_pos", F.col("prev_start_pos")) \
+        .join(stats, TP + ["from_member", "from_start_pos"], "left")
+    h = h.join(partition_rates(attributed), TP, "left")
+    # The committed offset the new owner resumed from: the last commit before its assignment.
+    c = attributed.select(*TP, F.col("effective_log_offset").alias("_cpos"), F.col("offset").alias("_coff"),
+                          F.col("commit_ms").alias("_cms"))
+    resumed = h.select(*TP, "start_pos").distinct().join(c, TP).where(F.col("_cpos") < F.col("start_pos")) \
+        .groupBy(*TP, "start_pos").agg(F.max_by("_coff", "_cpos").alias("start_offset"), F.max_by("_cms", "_cpos").alias("resume_commit_ms"))
+    h = h.join(resumed, TP + ["start_pos"], "left")
+
+    exits = ev_mod.member_exits(inputs)
+    if exits is not None:
+        h = h.join(exits.withColumnRenamed("member_id", "prev_member_id"), ["cluster", "group_id", "prev_member_id"], "left")
+    else:
+        h = h.withColumn("exit_ts", F.lit(None).cast("long")).withColumn("exit_kind", F.lit(None).cast("string"))
+    starts = ev_mod.rebalance_starts(inputs)
+    if starts is not None:
+        st = starts.select("cluster", "group_id", F.col("old_generation"), F.col("start_ts").alias("rebalance_start_ts"))
+        st = st.withColumn("prev_end_generation", F.col("old_generation") + 1).drop("old_generation")
+        h = h.join(st, ["cluster", "group_id", "prev_end_generation"], "left")
+    else:
+        h = h.withColumn("rebalance_start_ts", F.lit(None).cast("long"))
+
+    classic = F.col("prev_protocol_kind") == "classic"
+    hb = F.when(classic, F.lit(params.classic_heartbeat_interval_ms)).otherwise(F.lit(params.consumer_heartbeat_interval_ms))
+    session = F.coalesce(F.col("prev_session_timeout_ms").cast("long"),
+                         F.lit(params.consumer_session_timeout_ms))
+    hb = F.least(hb, session / 3)
+    end_join = F.coalesce("prev_end_join_ts", "prev_to_ms")
+    gap_to_join = end_join - F.col("last_ms")
+    cadence = F.coalesce("cadence_ms", "tp_cadence_ms")
+    cadence_high = F.coalesce("cadence_high_ms", "tp_cadence_ms")
+    # A final commit: written while the rebalance was under way, or off the owner's cadence.
+    grace = F.least(hb + 1000, session / 2)
+    final_commit = (gap_to_join <= grace) | (
+        (F.col("n_commits") >= 3) & (F.col("last_gap_ms") < F.lit(params.off_cadence_ratio) * F.col("cadence_ms"))
+    )
+    h = h.withColumn("_final", F.coalesce(final_commit, F.lit(False)))
+    h = h.withColumn("_txn", F.coalesce(F.col("txn") == 1, F.lit(False)))
+
+    left = F.coalesce("prev_owner_left", F.lit(False))
+    kind = F.col("exit_kind")
+    # When did the old owner stop processing?
+    stop_crash = F.coalesce("exit_ts", end_join) - session + hb / 2
+    stop_poll = F.col("exit_ts") - F.col("prev_rebalance_timeout_ms")
+    stop_revoke = F.coalesce("rebalance_start_ts", end_join)
+    stop = (F.when(left & (kind == "poll_timeout"), stop_poll)
+            .when(left & (kind == "leave"), stop_poll)
+            .when(left, stop_crash)
+            .otherwise(stop_revoke))
+    h = h.withColumn("stop_estimate_ms", stop.cast("long"))
+    dt_known = F.col("stop_estimate_ms") - F.col("last_ms")
+    dt_est = F.when((dt_known > 0) & (dt_known <= cadence_high), dt_known).otherwise(cadence / 2)
+    dt_est = F.least(dt_est, F.greatest(gap_to_join, F.lit(0)))
+    dt_high = F.least(cadence_high, F.greatest(gap_to_join, F.lit(0)))
+    mean_rate = F.when(F.col("last_ms") > F.col("first_ms"),
+                       (F.col("last_offset") - F.col("first_offset")) / (F.col("last_ms") - F.col("first_ms")))
+    rate = F.coalesce(mean_rate, F.col("tp_rate"))
+    peak = F.greatest(F.coalesce("peak_rate", rate), F.coalesce("tp_peak_rate", rate), rate)
+    h = h.withColumn("rate_ms", rate).withColumn("peak_ms", peak)
+    h = h.withColumn("end_offset_estimate", (F.col("start_offset") + F.round(F.col("rate_ms") * dt_est)).cast("long"))
+    h = h.withColumn("end_offset_high", (F.col("start_offset") + F.ceil(F.col("peak_ms") * dt_high)).cast("long"))
+    h = _cap_by_end_offsets(inputs, h)
+    cause = (F.when(~left & (F.col("prev_protocol_kind") == "classic"), "eager_revocation_without_final_commit")
+             .when(~left, "revocation_without_final_commit")
+             .when(kind == "crash", "crash")
+             .when(kind == "poll_timeout", "poll_timeout")
+             .when(kind == "leave", "leave_without_final_commit")
+             .otherwise("removed_without_final_commit"))
+    windows = h.where(~F.col("_final") & ~F.col("_txn") & F.col("start_offset").isNotNull() & F.col("rate_ms").isNotNull()) \
+        .select(
+            "cluster", "group_id", "incarnation", "topic", "partition",
+            F.col("prev_member_id").alias("from_member"), F.col("member_id").alias("to_member"),
+            F.col("prev_group_instance_id").alias("from_instance_id"), F.col("group_instance_id").alias("to_instance_id"),
+            F.timestamp_millis("from_ms").alias("handover_ts"), "start_offset",
+            "end_offset_estimate", "end_offset_high",
+            (F.col("end_offset_estimate") - F.col("start_offset")).alias("estimated_records"),
+            cause.alias("cause"),
+            F.timestamp_millis("last_ms").alias("last_commit_ts"),
+            F.timestamp_millis("stop_estimate_ms").alias("stop_estimate_ts"),
+            cadence.cast("long").alias("commit_interval_ms"),
+            (F.col("rate_ms") * 1000).alias("rate_per_s"),
+            F.col("start_pos").alias("handover_pos"),
+        )
+    return windows.unionByName(_rewinds(attributed))
+
+
+def _cap_by_end_offsets(inputs: GoldInputs, h: DataFrame) -> DataFrame:
+    """Live mode: nobody can have processed past the log end sampled after the handover."""
+    if inputs.partition_end_offsets is None:
+        return h
+    e = inputs.partition_end_offsets.select("cluster", "topic", "partition", F.col("end_offset").alias("_eo"),
+                                            F.unix_millis("sampled_ts").alias("_es"))
+    cap = h.select("cluster", "topic", "partition", "from_ms").distinct().join(e, ["cluster", "topic", "partition"]) \
+        .where(F.col("_es") >= F.col("from_ms")).groupBy("cluster", "topic", "partition", "from_ms").agg(F.min_by("_eo", "_es").alias("_cap"))
+    h = h.join(cap, ["cluster", "topic", "partition", "from_ms"], "left")
+    for c in ("end_offset_estimate", "end_offset_high"):
+        h = h.withColumn(c, F.when(F.col("_cap").isNotNull(), F.least(c, "_cap")).otherwise(F.col(c)))
+    return h.drop("_cap")
+
+
+def _rewinds(attributed: DataFrame) -> DataFrame:
+    """A commit lower than the previous one: the offsets in between are consumed again."""
+    w = Window.partitionBy(*TP).orderBy("effective_log_offset")
+    c = attributed.withColumn("_prev_off", F.lag("offset").over(w)).withColumn("_prev_member", F.lag("member_id").over(w)) \
+        .withColumn("_prev_inc", F.lag("incarnation").over(w))
+    r = c.where((F.col("offset") < F.col("_prev_off")) & (F.coalesce("incarnation", F.lit(-1)) == F.coalesce("_prev_inc", F.lit(-1))))
+    return r.select(
+        "cluster", "group_id", "incarnation", "topic", "partition",
+        F.col("_prev_member").alias("from_member"), F.col("member_id").alias("to_member"),
+        F.lit(None).cast("string").alias("from_instance_id"), F.col("group_instance_id").alias("to_instance_id"),
+        F.col("record_ts").alias("handover_ts"), F.col("offset").alias("start_offset"),
+        F.col("_prev_off").alias("end_offset_estimate"), F.col("_prev_off").alias("end_offset_high"),
+        (F.col("_prev_off") - F.col("offset")).alias("estimated_records"),
+        F.lit("offset_rewind").alias("cause"), F.col("record_ts").alias("last_commit_ts"),
+        F.lit(None).cast("timestamp").alias("stop_estimate_ts"), F.lit(None).cast("long").alias("commit_interval_ms"),
+        F.lit(None).cast("double").alias("rate_per_s"), F.col("effective_log_offset").alias("handover_pos"),
+    )

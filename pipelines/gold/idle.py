@@ -1,0 +1,91 @@
+"""idle_consumers: a member idle (no partitions) through one generation, and why.
+
+Classic: a member with an empty assignment in a persisted generation, until the group's
+next record. KIP-848: a member whose reconciled assignment (type 8) holds nothing, until
+its next record; `generation` is then its member epoch. Causes: more members than
+partitions; a subscription whose topics have no partitions; a cooperative handover in
+progress (partitions still being revoked elsewhere: transient); a KIP-848 member waiting
+for partitions others have yet to release (transient); otherwise the assignor's imbalance.
+"""
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from .model import GoldInputs, ms
+from .ownership import GROUP_KEYS, member_records
+
+COLUMNS = ["cluster", "group_id", "incarnation", "member_id", "group_instance_id", "client_id", "generation",
+           "from_ts", "to_ts", "duration_ms", "cause", "transient"]
+
+
+def _classic(inputs: GoldInputs, snaps: DataFrame) -> DataFrame:
+    w = Window.partitionBy(*GROUP_KEYS).orderBy("snap_pos")
+    s = snaps.withColumn("next_ts", F.lead("snap_ts").over(w))
+    ma = inputs.member_assignments
+    owned = ma.where(F.col("topic").isNotNull())
+    # Partitions the group has ever been assigned, per topic: the partition count as the records know it.
+    topic_parts = owned.groupBy(*GROUP_KEYS, "topic").agg(F.countDistinct("partition").alias("n"))
+    per_snap = owned.groupBy(*GROUP_KEYS, "log_offset").agg(F.count("*").alias("n_owned"))
+    idle = ma.where(F.col("topic").isNull() & F.col("decode_error").isNull())
+    subs = idle.select(*GROUP_KEYS, "log_offset", "member_id", F.explode_outer("subscribed_topics").alias("topic")) \
+        .join(topic_parts, GROUP_KEYS + ["topic"], "left").groupBy(*GROUP_KEYS, "log_offset", "member_id") \
+        .agg(F.sum(F.coalesce("n", F.lit(0))).alias("sub_parts"))
+    total = topic_parts.groupBy(*GROUP_KEYS).agg(F.sum("n").alias("group_parts"))
+    x = idle.join(subs, GROUP_KEYS + ["log_offset", "member_id"], "left") \
+        .join(per_snap, GROUP_KEYS + ["log_offset"], "left").join(total, GROUP_KEYS, "left") \
+        .join(s.select(*GROUP_KEYS, F.col("snap_pos").alias("log_offset"), "snap_ts", "next_ts", "member_count"),
+              GROUP_KEYS + ["log_offset"])
+    coop = F.coalesce(F.col("protocol"), F.lit("")).contains("cooperative")
+    cause = (F.when(F.coalesce("sub_parts", F.lit(0)) == 0, "subscription_without_partitions")
+             .when(coop & (F.coalesce("n_owned", F.lit(0)) < F.col("group_parts")), "cooperative_handover_in_progress")
+             .when(F.col("member_count") > F.col("group_parts"), "more_members_than_partitions")
+             .otherwise("assignor_imbalance"))
+    return x.select(
+        *GROUP_KEYS, "member_id", "group_instance_id", "client_id", "generation",
+        F.col("snap_ts").alias("from_ms"), F.col("next_ts").alias("to_ms"), cause.alias("cause"),
+    )
+
+
+def _consumer(inputs: GoldInputs) -> DataFrame | None:
+    if inputs.current_assignments is None:
+        return None
+    r = member_records(inputs).where(~F.col("is_deletion") & (F.col("n_assigned") == 0))
+    parts = inputs.current_assignments.where(F.col("partition").isNotNull()).select("cluster", "group_id", "topic_id", "partition") \
+        .distinct().groupBy("cluster", "group_id").agg(F.count("*").alias("group_parts"))
+    members = inputs.current_assignments.where(~F.col("is_deletion")).groupBy("cluster", "group_id").agg(
+        F.countDistinct("member_id").alias("n_members"))
+    meta = inputs.consumer_group_members.groupBy("cluster", "group_id", "member_id").agg(
+        F.max_by("instance_id", "log_offset").alias("group_instance_id"), F.max_by("client_id", "log_offset").alias("client_id"))
+    x = r.join(parts, ["cluster", "group_id"], "left").join(members, ["cluster", "group_id"], "left") \
+        .join(meta, ["cluster", "group_id", "member_id"], "left")
+    cause = (F.when(F.col("state") == 2, "kip848_pending_revocation")
+             .when(F.col("state") == 1, "kip848_pending_revocation")
+             .when(F.coalesce("group_parts", F.lit(0)) == 0, "subscription_without_partitions")
+             .when(F.col("n_members") > F.col("group_parts"), "more_members_than_partitions")
+             .otherwise("assignor_imbalance"))
+    return x.select("cluster", "group_id", F.lit(0).alias("incarnation"), "member_id", "group_instance_id", "client_id",
+                    F.col("member_epoch").alias("generation"), ms("record_ts").alias("from_ms"),
+                    F.col("next_ts").alias("to_ms"), cause.alias("cause"))
+
+
+def build_idle_consumers(inputs: GoldInputs, snaps: DataFrame) -> DataFrame:
+    out = _classic(inputs, snaps)
+    cons = _consumer(inputs)
+    if cons is not None:
+        out = out.unionByName(cons)
+    # A member idle across several records of one generation (a re-written generation,
+    # repeated KIP-848 records) is one row.
+    out = out.groupBy(*GROUP_KEYS, "member_id", "generation").agg(
+        F.first("group_instance_id", ignorenulls=True).alias("group_instance_id"),
+        F.first("client_id", ignorenulls=True).alias("client_id"),
+        F.min("from_ms").alias("from_ms"),
+        F.when(F.count("to_ms") == F.count("*"), F.max("to_ms")).alias("to_ms"),
+        F.min_by("cause", "from_ms").alias("cause"),
+    )
+    return out.select(
+        *GROUP_KEYS, "member_id", "group_instance_id", "client_id", "generation",
+        F.timestamp_millis("from_ms").alias("from_ts"), F.timestamp_millis("to_ms").alias("to_ts"),
+        (F.col("to_ms") - F.col("from_ms")).alias("duration_ms"), "cause",
+        F.col("cause").isin("cooperative_handover_in_progress", "kip848_pending_revocation").alias("transient"),
+    )
