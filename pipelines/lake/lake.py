@@ -169,8 +169,8 @@ class Lake:
             return self._append_stamped(dt, name, data, app_transactions, metadata)
         props = _commit(app_transactions, metadata)
         if data.num_rows == 0:
-            if props is None:
-                return dt.version()
+            if not app_transactions:
+                return dt.version()  # nothing to record: metadata alone is no reason to commit
             dt.create_write_transaction([], mode="append", schema=self.schema(name), partition_by=self.partition_by(name) or None, commit_properties=props)
         else:
             write_deltalake(dt, data, mode="append", commit_properties=props)
