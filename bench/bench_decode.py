@@ -17,7 +17,6 @@ and, as a calibration that makes the figures comparable across machines, `gzip -
 from __future__ import annotations
 
 import argparse
-import json
 import resource
 import shutil
 import subprocess
@@ -30,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipelines.codec import decode_record, encode_key, encode_value  # noqa: E402
 from pipelines.segments import SegmentError, SegmentRecord, discover, iter_paths  # noqa: E402
-from pipelines.segments.jsonlines import to_json_dict  # noqa: E402
+from pipelines.segments.jsonlines import LineEncoder  # noqa: E402
 from pipelines.segments.writer import SegmentWriter, WriteRecord  # noqa: E402
 
 T0 = 1_795_337_253_311
@@ -114,13 +113,13 @@ def run_reader_codec(root):
 
 
 def run_reader_codec_json(root):
+    """What `rebalance-audit decode` does per item, minus writing to stdout."""
     n = 0
-    dumps = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
+    encode = LineEncoder().encode
     for item in iter_paths([root]):
-        obj, is_error = to_json_dict(item)
-        if is_error:
-            raise SystemExit(f"unexpected error: {obj}")
-        dumps(obj)
+        line, kind = encode(item)
+        if kind == "error":
+            raise SystemExit(f"unexpected error: {line}")
         n += 1
     return n
 

@@ -409,3 +409,27 @@ def test_hand_assembled_legacy_messages():
     # ...and our writer produces exactly these bytes.
     assert build_legacy_message(0, b"\x00\x00g", b"\x00\x00v0", magic=0) + build_legacy_message(
         1, b"\x00\x01k", None, magic=1, timestamp=T0) == data
+
+
+@pytest.mark.parametrize("damage", ["length", "magic", "inserted-garbage"])
+def test_broken_framing_resumes_at_the_next_batch(damage):
+    a, b, c = (build_batch_v2(sample_records(3), base, compression="gzip") for base in (0, 3, 6))
+    if damage == "length":
+        b = bytearray(b)
+        b[8] = 0x7F  # Length now runs far past the end of the file
+        data = a + bytes(b) + c
+    elif damage == "magic":
+        b = bytearray(b)
+        b[16] = 9
+        data = a + bytes(b) + c
+    else:
+        data = a + b"\x02\x00garbage\x02 bytes from a bad disk\x02" * 5 + b + c
+    items = list(iter_buffer_records(data))
+    (err,) = errors_of(items)
+    assert "skipped" in err.error and err.batch_position == len(a)
+    if damage == "inserted-garbage":
+        assert [r.offset for r in records_of(items)] == list(range(9))
+        assert (err.offset, err.last_offset) == (None, None) and "no offsets are missing" in err.error
+    else:
+        assert [r.offset for r in records_of(items)] == [0, 1, 2, 6, 7, 8]
+        assert (err.offset, err.last_offset) == (3, 5)  # the unreadable batch's offsets

@@ -11,10 +11,12 @@ What the reader promises:
   `SegmentBatch`; everything that cannot be read as a `SegmentError` carrying the file,
   position and the offsets it covers. Nothing is skipped silently.
 * A corrupt batch (CRC mismatch, bad compression, inconsistent record framing) costs only
-  that batch: its Length still says where the next batch starts. A batch whose framing
-  itself is broken (bad magic, impossible length) or that runs past the end of the file
-  (a segment still being written, a copied-while-active file) ends the file with an error,
-  since there is no trustworthy way to find the next batch boundary.
+  that batch: its Length still says where the next batch starts. When the framing itself
+  is broken (bad magic, impossible length, a Length running past the end of the file), the
+  reader looks for the next v2 batch that proves itself (magic, sane length, CRC-32C) and
+  reports the skipped bytes and the offsets they held as one error; if there is none (a
+  segment cut off while being written, or not a segment at all) the file ends with an
+  error.
 * Trailing zero bytes (a preallocated segment, `log.preallocate=true`) end the file quietly:
   they are not data.
 """
@@ -87,49 +89,86 @@ def iter_buffer_records(
     n = len(data)
     pos = 0
 
-    def fail(msg: str, offset=None, last_offset=None) -> SegmentError:
-        return SegmentError(file, broker, partition, pos, msg, offset, last_offset)
-
+    next_offset = None  # first offset after the last batch read, to bound a skipped range
     while pos < n:
         remaining = n - pos
+        problem = None
+        base_offset = None
         if remaining < _HEADER_UP_TO_MAGIC:
-            yield fail(
-                f"truncated batch: only {remaining} bytes left at the end of the segment "
-                "(a segment still being written?)"
+            problem = f"truncated batch: only {remaining} bytes left at the end of the segment"
+        else:
+            base_offset, length = struct.unpack_from(">qi", data, pos)
+            magic = data[pos + 16]
+            if length == 0 and base_offset == 0 and data.count(0, pos) == remaining:
+                # Preallocated, never-written tail. (A run of zeros shorter than a batch
+                # header is more likely the cut-off start of a batch, reported above.)
+                return
+            if magic not in _MIN_LENGTH:
+                problem = f"invalid magic byte {magic} (expected 0, 1 or 2): not a Kafka record batch"
+                base_offset = None
+            elif length < _MIN_LENGTH[magic]:
+                problem = f"invalid batch length {length} for magic {magic} (at least {_MIN_LENGTH[magic]})"
+            elif pos + LOG_OVERHEAD + length > n:
+                problem = (
+                    f"truncated batch: it declares {LOG_OVERHEAD + length} bytes but the segment has "
+                    f"only {remaining} left"
+                )
+        if problem is not None:
+            # The framing is lost: look for the next batch that proves itself (magic 2,
+            # plausible length and offset, valid CRC-32C) and report the bytes in between.
+            resume = _resync(data, pos + 1, next_offset)
+            if resume is None:
+                yield SegmentError(
+                    file, broker, partition, pos,
+                    f"{problem}; no readable batch in the remaining {remaining} bytes of the segment"
+                    + (" (a segment still being written?)" if problem.startswith("truncated") else ""),
+                    base_offset if base_offset is not None else next_offset, None,
+                )
+                return
+            resume_offset = struct.unpack_from(">q", data, resume)[0]
+            first = next_offset if next_offset is not None else base_offset
+            if first is not None and first >= resume_offset:
+                lost = " (no offsets are missing: the bytes held none)"
+                first = last = None
+            else:
+                lost, last = "", resume_offset - 1
+            yield SegmentError(
+                file, broker, partition, pos,
+                f"{problem}; skipped {resume - pos} bytes up to the next readable batch at byte {resume}{lost}",
+                first, last,
             )
-            return
-        base_offset, length = struct.unpack_from(">qi", data, pos)
-        if length == 0 and base_offset == 0 and data.count(0, pos) == remaining:
-            # Preallocated, never-written tail. (A run of zeros shorter than a batch header
-            # is more likely the cut-off start of a batch, reported above.)
-            return
-        magic = data[pos + 16]
-        if magic not in _MIN_LENGTH:
-            yield fail(
-                f"invalid magic byte {magic} (expected 0, 1 or 2): not a Kafka record batch; "
-                f"the remaining {remaining} bytes of the segment cannot be framed"
-            )
-            return
-        if length < _MIN_LENGTH[magic]:
-            yield fail(
-                f"invalid batch length {length} for magic {magic} (at least {_MIN_LENGTH[magic]}); "
-                f"the remaining {remaining} bytes of the segment cannot be framed",
-                offset=base_offset,
-            )
-            return
+            pos = resume
+            continue
         end = pos + LOG_OVERHEAD + length
-        if end > n:
-            yield fail(
-                f"truncated batch: it declares {LOG_OVERHEAD + length} bytes but the segment has "
-                f"only {remaining} left (a segment still being written?)",
-                offset=base_offset,
-            )
-            return
         if magic == 2:
+            next_offset = base_offset + struct.unpack_from(">i", data, pos + 23)[0] + 1
             yield from _read_v2(data, pos, end, file, broker, partition)
         else:
+            next_offset = base_offset + 1
             yield from _read_legacy(data, pos, end, file, broker, partition)
         pos = end
+
+
+def _resync(data: bytes, start: int, min_offset: int | None) -> int | None:
+    """Position of the first v2 batch at or after `start` that checks out (magic 2, sane
+    length inside the file, base offset not before `min_offset`, CRC-32C valid), or None.
+    Legacy batches are not searched for: magic 0/1 bytes are too common to scan for."""
+    n = len(data)
+    q = data.find(b"\x02", start + 16)
+    while q != -1:
+        p = q - 16
+        if p + V2_HEADER_SIZE > n:
+            return None
+        base, length = struct.unpack_from(">qi", data, p)
+        if (
+            length >= _MIN_LENGTH[2]
+            and p + LOG_OVERHEAD + length <= n
+            and base >= (min_offset or 0)
+            and crc32c(memoryview(data)[p + 21 : p + LOG_OVERHEAD + length]) == struct.unpack_from(">I", data, p + 17)[0]
+        ):
+            return p
+        q = data.find(b"\x02", q + 1)
+    return None
 
 
 # ------------------------------------------------------------------------ record batch v2
