@@ -6,8 +6,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from pipelines.codec import encode_key, encode_value
 from pipelines.segments.writer import SegmentWriter, WriteRecord, build_batch_v2
 

@@ -141,7 +141,7 @@ def test_empty_batch_is_reported_not_dropped():
         + build_batch_v2(sample_records(1), 10)
     )
     items = list(iter_buffer_records(data))
-    assert [type(i).__name__ for i in items] == ["SegmentRecord", "SegmentRecord", "SegmentBatch", "SegmentRecord"]
+    assert [type(i) for i in items] == [SegmentRecord, SegmentRecord, SegmentBatch, SegmentRecord]
     empty = items[2]
     assert (empty.base_offset, empty.last_offset, empty.records_count) == (2, 9, 0)
     assert (empty.producer_id, empty.producer_epoch, empty.base_sequence, empty.transactional) == (77, 1, 40, True)
