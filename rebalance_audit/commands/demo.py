@@ -113,5 +113,6 @@ def _print_result(args, cluster: str, outcomes, seconds: float) -> None:
         print(f"  {o.asset.ljust(width)}  {rows:>9} rows  {o.uri or ''}")
     query = f"SELECT group_id, count(*) FROM group_generations WHERE cluster = '{cluster}' GROUP BY 1"
     print("first query to try:")
-    print(f"  rebalance-audit sql {shlex.quote(query)} --lake {shlex.quote(lake)}")
+    # Cluster names are letters, digits, '.', '_' and '-' only: safe inside double quotes.
+    print(f'  rebalance-audit sql "{query}" --lake {shlex.quote(lake)}')
     print(f"demo finished in {seconds:.0f}s", file=sys.stderr)
