@@ -28,7 +28,7 @@ from pipelines.segments.writer import (
     build_legacy_message,
     build_legacy_message_set,
 )
-from pipelines.segments.xxhash32 import xxh32
+from xxhash import xxh32_intdigest as xxh32
 
 T0 = 1_795_337_253_311  # a CreateTime from the recordings era
 

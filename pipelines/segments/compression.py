@@ -22,7 +22,7 @@ import zlib
 
 import cramjam
 
-from .xxhash32 import xxh32
+from xxhash import xxh32_intdigest as xxh32
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
 CODEC_NAMES = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
