@@ -129,6 +129,7 @@ class SimConfig:
     segment_bytes: int = 104857600          # offsets.topic.segment.bytes
     compression: str = "none"               # offsets.topic.compression.codec
     start_ms: int = 1_795_337_000_000      # 2026-11-22 (the recordings' day)
+    group_prefix: str = "sim-group"         # group ids are <prefix>-00000, <prefix>-00001, ...
     # traffic and consumers
     topics_per_group: int = 1
     partitions_per_topic: int = 8

@@ -98,7 +98,7 @@ class Sim:
         for b in self.out.brokers:
             self.out.lines(b, self.fmt[b].startup(t0 - 5000, self.out.led_partitions(b)))
         for i in range(cfg.groups):
-            gid = f"sim-group-{i:05d}"
+            gid = f"{cfg.group_prefix}-{i:05d}"
             start = t0 + self.rng.randrange(0, max(1, min(30_000, int(cfg.minutes * 60_000 / 4))))
             if self.rel.supports_kip848 and self.rng.random() < cfg.kip848_fraction:
                 g = ConsumerGroup(self, gid, i)

@@ -1,0 +1,215 @@
+"""Benchmark: the whole pipeline on simulated clusters of three sizes.
+
+For each size, the simulator (pipelines/simulator) writes segments + server.log, then:
+
+  decode_records_per_s   segment reader + codec over every record (iter_paths + decode_record)
+  log_lines_per_s        pipelines.logs.parse_events over every server.log line
+  pipeline_s             `rebalance-audit run --segments --logs` (ingest_segments, ingest_logs,
+                         silver, gold, every asset) in a fresh lake, wall time
+  peak_rss_mb            peak resident memory of that run's process tree (Python + Spark JVM),
+                         sampled from /proc every 0.2 s
+  incremental_s          a second `run` after adding 1 % more data (1 % more groups, ingested
+                         as a second cluster of the lake), minus the fixed start-up (JVM, imports)
+                         measured by a `run` with nothing new
+  whatif_assignments_per_s  null: pipelines/whatif has no standalone throughput entry point
+                         yet (its replay runs inside `run`, so it is part of pipeline_s)
+
+    .venv/bin/python bench/bench_pipeline.py --sizes small
+    .venv/bin/python bench/bench_pipeline.py --sizes small,medium --keep /tmp/bench
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from pipelines.codec import decode_record  # noqa: E402
+from pipelines.logs import parse_events  # noqa: E402
+from pipelines.segments import SegmentRecord, iter_paths  # noqa: E402
+from pipelines.simulator import SimConfig, simulate  # noqa: E402
+
+# groups x partitions x (minutes*60/commit interval) ~ commits; churn sets generations.
+SIZES = {
+    "small": dict(groups=20, minutes=10, partitions_per_topic=8, churn_per_minute=0.6),
+    "medium": dict(groups=200, minutes=60, partitions_per_topic=8, churn_per_minute=0.45),
+    "large": dict(groups=2000, minutes=60, partitions_per_topic=8, churn_per_minute=0.45),
+}
+COMMON = dict(seed=42, kafka_version="3.9-new", kip848_fraction=0.1, transactional_fraction=0.05,
+              offsets_partitions=50, commit_interval_ms=5000)
+
+
+def proc_tree_rss(pid: int) -> int:
+    """Resident bytes of `pid` and all its descendants (Linux /proc)."""
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1]) * 1024
+                        break
+            for t in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{t}/children") as f:
+                    todo += [int(x) for x in f.read().split()]
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+    return total
+
+
+def timed_run(cmd: list[str]) -> tuple[float, int]:
+    """(wall seconds, peak tree RSS bytes) of a command; raises if it fails."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    peak = [0]
+    done = threading.Event()
+
+    def sample():
+        while not done.is_set():
+            peak[0] = max(peak[0], proc_tree_rss(proc.pid))
+            done.wait(0.2)
+
+    th = threading.Thread(target=sample, daemon=True)
+    th.start()
+    out, err = proc.communicate()
+    done.set()
+    th.join()
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[:3])} failed ({proc.returncode}): {err.strip()[-800:]}")
+    return wall, peak[0]
+
+
+def decode_rate(root: Path) -> tuple[int, float]:
+    n = 0
+    t0 = time.perf_counter()
+    for item in iter_paths([root]):
+        if isinstance(item, SegmentRecord) and not item.batch.control:
+            decode_record(item.key, item.value, kafka_version="3.9")
+            n += 1
+    return n, n / (time.perf_counter() - t0)
+
+
+def parse_rate(root: Path) -> tuple[int, float]:
+    n = 0
+    t0 = time.perf_counter()
+    for _ in parse_events(sorted(str(p) for p in root.glob("broker-*/server.log"))):
+        n += 1
+    lines = sum(1 for p in root.glob("broker-*/server.log") for _ in open(p, "rb"))
+    return lines, lines / (time.perf_counter() - t0)
+
+
+def run_cmd(lake: Path, *paths: Path) -> list[str]:
+    exe = str(ROOT / ".venv" / "bin" / "rebalance-audit")
+    cmd = [exe, "run", "--lake", str(lake), "--spark-master", "local[2]"]
+    if paths:
+        cmd += ["--segments", *map(str, paths), "--logs", *map(str, paths)]
+    return cmd
+
+
+def bench_size(name: str, work: Path, skip_pipeline: bool) -> dict:
+    params = {**COMMON, **SIZES[name]}
+    data = work / name / "data"
+    extra = work / name / "extra"
+    lake = work / name / "lake"
+    for d in (data, extra, lake):
+        shutil.rmtree(d, ignore_errors=True)
+    t0 = time.perf_counter()
+    summary = simulate(SimConfig(out=str(data), **params))
+    sim_s = time.perf_counter() - t0
+    res = {"commits": summary["records"]["commits"], "generations": summary["generations"],
+           "records": summary["records"]["records"], "log_lines": summary["records"]["lines"],
+           "simulate_s": round(sim_s, 1),
+           "segment_mb": round(sum(p.stat().st_size for p in data.rglob("*.log")) / 2**20, 1)}
+    print(f"[{name}] simulated {res['commits']:,} commits, {res['generations']:,} generations in {sim_s:.1f}s",
+          file=sys.stderr)
+    n, rate = decode_rate(data)
+    res["decode_records_per_s"] = round(rate)
+    n, rate = parse_rate(data)
+    res["log_lines_per_s"] = round(rate)
+    print(f"[{name}] decode {res['decode_records_per_s']:,} rec/s, parse {res['log_lines_per_s']:,} lines/s",
+          file=sys.stderr)
+    res["whatif_assignments_per_s"] = None
+    if skip_pipeline:
+        res.update(pipeline_s=None, peak_rss_mb=None, incremental_s=None)
+        return res
+    wall, peak = timed_run(run_cmd(lake, data))
+    res["pipeline_s"] = round(wall, 1)
+    res["peak_rss_mb"] = round(peak / 2**20)
+    print(f"[{name}] pipeline {wall:.1f}s, peak RSS {res['peak_rss_mb']} MB", file=sys.stderr)
+    # +1 %: 1 % more groups, simulated separately (other group ids) and ingested as a second
+    # cluster of the same lake, since their __consumer_offsets offsets restart at 0.
+    extra_params = {**params, "groups": max(1, params["groups"] // 100), "seed": params["seed"] + 1,
+                    "group_prefix": "extra-group"}
+    simulate(SimConfig(out=str(extra), **extra_params))
+    fixed, _ = timed_run(run_cmd(lake))           # nothing new: the fixed start-up cost
+    inc, _ = timed_run(run_cmd(lake, extra) + ["--cluster", "bench-extra"])
+    res["startup_s"] = round(fixed, 1)
+    res["incremental_s"] = round(max(0.0, inc - fixed), 1)
+    print(f"[{name}] incremental {res['incremental_s']}s (+{fixed:.1f}s fixed start-up)", file=sys.stderr)
+    return res
+
+
+def machine() -> dict:
+    info = {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count()}
+    try:
+        with open("/proc/meminfo") as f:
+            info["mem_gb"] = round(int(f.readline().split()[1]) / 2**20, 1)
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    info["cpu"] = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return info
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="small,medium", help="comma list of small, medium, large")
+    ap.add_argument("--keep", metavar="DIR", help="work folder to keep (default: a temp folder, removed)")
+    ap.add_argument("--no-pipeline", action="store_true", help="only simulate, decode and parse")
+    ap.add_argument("--results", default=str(ROOT / "bench" / "results.json"))
+    args = ap.parse_args(argv)
+    sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
+    for s in sizes:
+        if s not in SIZES:
+            ap.error(f"unknown size {s!r}; known: {', '.join(SIZES)}")
+    work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="ra-bench-"))
+    results = {"sizes": {}, "machine": machine()}
+    path = Path(args.results)
+    if path.exists():
+        try:
+            results["sizes"].update(json.loads(path.read_text()).get("sizes", {}))
+        except ValueError:
+            pass
+    try:
+        for s in sizes:
+            results["sizes"][s] = bench_size(s, work, args.no_pipeline)
+            path.write_text(json.dumps(results, indent=1) + "\n")
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    cols = ["commits", "generations", "decode_records_per_s", "log_lines_per_s", "pipeline_s", "peak_rss_mb",
+            "incremental_s", "whatif_assignments_per_s"]
+    print(f"{'size':<8}" + "".join(f"{c:>26}" for c in cols))
+    for s, r in results["sizes"].items():
+        print(f"{s:<8}" + "".join(f"{('-' if r.get(c) is None else format(r[c], ',')):>26}" for c in cols))
+    print(f"results: {path}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,35 @@
+"""`make bench`: every benchmark of the project, one after the other.
+
+The pipeline benchmark (bench_pipeline.py) runs the sizes given by BENCH_SIZES (default
+"small,medium"; "large" = 10 M commits and 100 k generations takes long: run it in the
+background with `nohup .venv/bin/python bench/bench_pipeline.py --sizes large &`).
+The component benchmarks (decode, parse-logs, assignors) print their own figures.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def main() -> int:
+    sizes = os.environ.get("BENCH_SIZES", "small,medium")
+    steps = [["bench_pipeline.py", "--sizes", sizes]]
+    for extra in ("bench_decode.py", "bench_parse_logs.py", "bench_assignors.py"):
+        if (HERE / extra).exists() and os.environ.get("BENCH_COMPONENTS", "0") == "1":
+            steps.append([extra])
+    failed = 0
+    for step in steps:
+        print(f"== {' '.join(step)}", flush=True)
+        rc = subprocess.call([sys.executable, str(HERE / step[0]), *step[1:]])
+        if rc != 0:
+            print(f"!! {step[0]} exited {rc}", file=sys.stderr)
+            failed += 1
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
