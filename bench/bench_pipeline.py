@@ -118,7 +118,7 @@ def run_cmd(lake: Path, *paths: Path) -> list[str]:
     return cmd
 
 
-def bench_size(name: str, work: Path, skip_pipeline: bool) -> dict:
+def bench_size(name: str, work: Path, skip_pipeline: bool, res: dict, save=lambda: None) -> dict:
     params = {**COMMON, **SIZES[name]}
     data = work / name / "data"
     extra = work / name / "extra"
@@ -128,10 +128,11 @@ def bench_size(name: str, work: Path, skip_pipeline: bool) -> dict:
     t0 = time.perf_counter()
     summary = simulate(SimConfig(out=str(data), **params))
     sim_s = time.perf_counter() - t0
-    res = {"commits": summary["records"]["commits"], "generations": summary["generations"],
+    res.clear()
+    res.update({"commits": summary["records"]["commits"], "generations": summary["generations"],
            "records": summary["records"]["records"], "log_lines": summary["records"]["lines"],
            "simulate_s": round(sim_s, 1),
-           "segment_mb": round(sum(p.stat().st_size for p in data.rglob("*.log")) / 2**20, 1)}
+           "segment_mb": round(sum(p.stat().st_size for p in data.rglob("*.log")) / 2**20, 1)})
     print(f"[{name}] simulated {res['commits']:,} commits, {res['generations']:,} generations in {sim_s:.1f}s",
           file=sys.stderr)
     n, rate = decode_rate(data)
@@ -141,6 +142,7 @@ def bench_size(name: str, work: Path, skip_pipeline: bool) -> dict:
     print(f"[{name}] decode {res['decode_records_per_s']:,} rec/s, parse {res['log_lines_per_s']:,} lines/s",
           file=sys.stderr)
     res["whatif_assignments_per_s"] = None
+    save()  # figures are kept as they come: a long run cut short still reports what it measured
     if skip_pipeline:
         res.update(pipeline_s=None, peak_rss_mb=None, incremental_s=None)
         return res
@@ -148,6 +150,7 @@ def bench_size(name: str, work: Path, skip_pipeline: bool) -> dict:
     res["pipeline_s"] = round(wall, 1)
     res["peak_rss_mb"] = round(peak / 2**20)
     print(f"[{name}] pipeline {wall:.1f}s, peak RSS {res['peak_rss_mb']} MB", file=sys.stderr)
+    save()
     # +1 %: 1 % more groups, simulated separately (other group ids) and ingested as a second
     # cluster of the same lake, since their __consumer_offsets offsets restart at 0.
     extra_params = {**params, "groups": max(1, params["groups"] // 100), "seed": params["seed"] + 1,
@@ -197,7 +200,9 @@ def main(argv=None) -> int:
             pass
     try:
         for s in sizes:
-            results["sizes"][s] = bench_size(s, work, args.no_pipeline)
+            results["sizes"][s] = {}
+            bench_size(s, work, args.no_pipeline, results["sizes"][s],
+                       lambda: path.write_text(json.dumps(results, indent=1) + "\n"))
             path.write_text(json.dumps(results, indent=1) + "\n")
     finally:
         if not args.keep:
