@@ -1,0 +1,26 @@
+"""File names and escaping of untrusted ids (no Spark, no browser)."""
+from __future__ import annotations
+
+import re
+
+from dashboards.safe import group_hash, page_name, plot_text, text
+
+
+def test_page_names_are_plain_and_unique():
+    ids = ["orders", "Orders", "orders/", "../../etc/passwd", "a b", "a_b", "\u00e9v\u00e9nements", "",
+           "<img src=x onerror=alert(1)>", "x" * 500, "con", ".hidden"]
+    names = {page_name("c", g) for g in ids}
+    assert len(names) == len(ids)
+    for n in names:
+        assert re.fullmatch(r"[a-z0-9][a-z0-9._-]*-[0-9a-f]{16}\.html", n), n
+        assert len(n) <= 64
+    # The same id in two clusters is two pages.
+    assert page_name("prod", "orders") != page_name("staging", "orders")
+    assert re.fullmatch(r"[0-9a-f]{64}", group_hash("c", "\u00e9"))
+
+
+def test_escaping():
+    assert text('<img src=x onerror="alert(1)">') == "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;"
+    assert text("it's") == "it&#x27;s"
+    assert plot_text("<b>m</b>") == "&lt;b&gt;m&lt;/b&gt;"
+    assert text(None) == ""
