@@ -22,6 +22,7 @@ COMMANDS = (
     "whatif",
     "assign",
     "report",
+    "simulate",
     "demo",
 )
 
