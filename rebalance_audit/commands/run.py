@@ -53,6 +53,13 @@ def build_resources(args: argparse.Namespace) -> dict:
     missing = [p for p in [*args.segments, *args.logs] if not Path(p).exists()]
     if missing:
         raise UsageError(f"no such file or folder: {', '.join(missing)}")
+    if args.logs:
+        from pipelines.logs import TimestampParser
+
+        try:
+            TimestampParser(args.tz)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
     if args.properties and not Path(args.properties).is_file():
         raise UsageError(f"no such properties file: {args.properties}")
     bootstrap = args.bootstrap_servers or props.pop("bootstrap.servers", None)
