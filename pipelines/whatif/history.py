@@ -47,6 +47,8 @@ class Step:
     duration_ms: float | None
     duration_source: str
     protocol: str | None
+    topic_ids: dict[str, str] = field(default_factory=dict)
+    """Topic name → Kafka topic id (base64), where stored (KIP-848): server assignors hash ids."""
 
 
 @dataclass
@@ -92,7 +94,8 @@ def build_history(rows: list[dict], cluster_topic_counts: Mapping[str, int] | No
     Row fields: cluster, group_id, incarnation, kind, generation, position, ts_ms, protocol,
     member_id (null for an empty generation), instance_id, client_id, topics (list), topic,
     partition (null: nothing assigned), duration_ms, duration_source, commit_interval_ms,
-    records_per_partition_s, topic_counts (JSON: metadata partition counts, KIP-848 only).
+    records_per_partition_s, topic_counts (JSON {topic: partitions} where Kafka stored them, else
+    null), topic_ids (JSON {topic: id}, KIP-848 only).
 
     Partition counts: where Kafka stored them (KIP-848 PartitionMetadata / topic_ids) they
     are used; otherwise the highest partition the group had assigned up to that step, plus
@@ -138,9 +141,16 @@ def build_history(rows: list[dict], cluster_topic_counts: Mapping[str, int] | No
             m.assigned.sort()
             for t, p in m.assigned:
                 observed[t] = max(observed.get(t, 0), p + 1)
-        meta = json.loads(r["topic_counts"]) if r.get("topic_counts") else {}
+        meta = json.loads(r["topic_counts"]) if r.get("topic_counts") else None
         subscribed = sorted({t for m in members for t in m.topics})
-        counts = _running_counts({**observed, **meta}, fallback, subscribed)
+        if meta is not None:
+            # Stored metadata is authoritative: a topic it does not list does not exist.
+            # (in the stored order: server assignors iterate topics in it)
+            counts = {t: int(n) for t, n in meta.items() if t in subscribed}
+            counts.update({t: 0 for t in subscribed if t not in counts})
+        else:
+            counts = _running_counts(observed, fallback, subscribed)
+        ids = json.loads(r["topic_ids"]) if r.get("topic_ids") else {}
         for t in subscribed:
             if counts[t] == 0:
                 notes.append(f"generation {gen}: no partition count known for topic {t!r} (taken as 0)")
@@ -149,7 +159,7 @@ def build_history(rows: list[dict], cluster_topic_counts: Mapping[str, int] | No
         steps.append(Step(
             generation=gen, position=pos, ts_ms=r.get("ts_ms"), members=members, topics=counts,
             duration_ms=r.get("duration_ms"), duration_source=r.get("duration_source") or "unknown",
-            protocol=r.get("protocol"),
+            protocol=r.get("protocol"), topic_ids={t: i for t, i in ids.items() if isinstance(i, str)},
         ))
     return GroupHistory(
         cluster=first["cluster"], group_id=first["group_id"], incarnation=int(first.get("incarnation") or 0),

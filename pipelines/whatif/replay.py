@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from pipelines.assignors import AssignorError, MemberSpec, Problem, assign_problem
 from pipelines.assignors.historical import handoff_plan
+from pipelines.assignors.javahash import uuid_from_string
 from pipelines.assignors.metrics import generation_metrics, owner_key
 from pipelines.assignors.sticky import encode_sticky_user_data
 
@@ -85,8 +86,9 @@ def _signature(step: Step):
 
 
 def _problem(step: Step, members: list[MemberSpec]) -> Problem:
-    topics = {t: n for t, n in sorted(step.topics.items())}
-    return Problem(members=members, topics=topics)
+    topics = {t: n for t, n in step.topics.items() if n > 0}
+    ids = {t: uuid_from_string(i) for t, i in step.topic_ids.items() if t in topics}
+    return Problem(members=members, topics=topics, topic_ids=ids)
 
 
 class _State:
@@ -175,8 +177,14 @@ def _is_rewrite(hist: GroupHistory, i: int) -> bool:
 
 def _is_real_followup(hist: GroupHistory, i: int) -> bool:
     """A real cooperative generation whose membership did not change: the second round of a handover."""
-    return (i > 0 and hist.kind == "classic" and _real_protocol(hist) == COOPERATIVE
-            and _signature(hist.steps[i]) == _signature(hist.steps[i - 1]))
+    if not (i > 0 and hist.kind == "classic" and _real_protocol(hist) == COOPERATIVE
+            and _signature(hist.steps[i]) == _signature(hist.steps[i - 1])):
+        return False
+    # Only a generation that left partitions unassigned calls for a follow-up; the same
+    # membership after a complete one is a rebalance of its own (e.g. enforceRebalance).
+    prev = hist.steps[i - 1]
+    given = {tp for m in prev.members for tp in m.assigned}
+    return given != set(_universe(prev))
 
 
 def actual(hist: GroupHistory) -> Replay:
@@ -224,7 +232,8 @@ def _assign(assignor: str, protocol: str, step: Step, state: _State, targets: di
         carried = state.carried(m)
         spec = MemberSpec(member_id=m.member_id, instance_id=m.instance_id, topics=list(m.topics))
         if protocol == COOPERATIVE:
-            spec.owned = carried
+            # onJoinPrepare revokes the partitions of topics the member no longer subscribes to.
+            spec.owned = [tp for tp in carried if tp[0] in m.topics]
             spec.generation = state.generation if (m.member_id in state.owned or carried) else None
         elif assignor == "sticky" and (m.member_id in state.owned or carried):
             # Eager members revoke before joining; the sticky assignor keeps the previous
@@ -257,8 +266,12 @@ def _runs(parts: list[TopicPartition]) -> list[tuple[str, list[int]]]:
     return out
 
 
-def replay(hist: GroupHistory, assignor: str) -> Replay:
-    """Hand `hist`'s steps to `assignor`, round by round, with its protocol's behaviour."""
+def replay(hist: GroupHistory, assignor: str, follow_real: bool = False) -> Replay:
+    """Hand `hist`'s steps to `assignor`, round by round, with its protocol's behaviour.
+
+    `follow_real`: start every step from what the group really owned (not from the replay's
+    own previous round), so each generation's decision is compared on its own: a divergence
+    then does not carry over into the following generations."""
     protocol = protocol_of(assignor)
     check = assignor == hist.real_assignor
     real_coop = _real_protocol(hist) == COOPERATIVE and hist.kind == "classic"
@@ -269,6 +282,12 @@ def replay(hist: GroupHistory, assignor: str) -> Replay:
     pending = False  # a cooperative handover waits for its follow-up round
     for i, step in enumerate(hist.steps):
         real = {m.member_id: list(m.assigned) for m in step.members}
+        if follow_real and i > 0 and not pending:
+            prev = hist.steps[i - 1]
+            generation = state.generation
+            state.set(prev, {m.member_id: list(m.assigned) for m in prev.members})
+            state.generation = generation
+            targets = {m.member_id: list(m.assigned) for m in prev.members}
         if _is_rewrite(hist, i):
             # The coordinator hands the replaced static member its predecessor's assignment.
             state.set(step, {m.member_id: state.carried(m) for m in step.members})
@@ -313,12 +332,26 @@ def replay(hist: GroupHistory, assignor: str) -> Replay:
         state.set(step, assignment)
         targets = {m.member_id: list(assignment.get(m.member_id, [])) for m in step.members}
         pending = protocol == COOPERATIVE and not r.complete and error is None
+        if pending and i + 1 < len(hist.steps) and not _is_real_followup(hist, i + 1) and _overlaps(step, hist.steps[i + 1]):
+            # The next membership change started before this handover's follow-up could have
+            # finished: the two are one rebalance (as the real group had them), not two.
+            pending = False
+            continue
         if pending and check and real_coop and not (i + 1 < len(hist.steps) and _is_real_followup(hist, i + 1)):
             divergences.append({"generation": step.generation, "phase": "followup", "kind": "followup-extra",
                                 "detail": "the replay needed a follow-up generation the group did not have"})
     if pending:
         _follow_up(hist, assignor, protocol, rounds, state, targets, check, divergences)
     return Replay(assignor=assignor, protocol=protocol, rounds=rounds, divergences=divergences)
+
+
+def _overlaps(step: Step, nxt: Step) -> bool:
+    """Did `nxt`'s rebalance start inside the follow-up window after `step` (one more round of
+    about `step`'s duration)? Unknown times: no."""
+    if step.ts_ms is None or nxt.ts_ms is None:
+        return False
+    start_next = nxt.ts_ms - (nxt.duration_ms or 0.0)
+    return start_next <= step.ts_ms + (step.duration_ms or 0.0)
 
 
 def _follow_up(hist, assignor, protocol, rounds, state, targets, check, divergences) -> None:
