@@ -100,6 +100,13 @@ def update_offsets_silver(lake, kafka_version: str | None = None) -> SilverRun:
         for since in sorted(set(pending.values())):
             targets = [t for t, p in pending.items() if p == since]
             bronze = _increment(lake, BRONZE_OFFSETS, since, upto).cache()
+            if not _has_records(bronze, FAMILY_TYPES[family]) and not (family == "commits" and lake.exists(OPEN_TXN)):
+                # Nothing of this family in the increment: only move the positions on.
+                for table in targets:
+                    if lake.exists(table):
+                        lake.append(table, lake.schema(table).empty_table(), app_transactions={APP_PREFIX + BRONZE_OFFSETS: upto})
+                bronze.unpersist()
+                continue
             if family == "commits":
                 _update_commits(lake, run, bronze, kafka_version)
             elif family == "classic":
@@ -108,6 +115,14 @@ def update_offsets_silver(lake, kafka_version: str | None = None) -> SilverRun:
                 _update_kip848(lake, run, bronze, targets, kafka_version)
             bronze.unpersist()
     return run
+
+
+# Record types (key int16) that feed each family of silver tables.
+FAMILY_TYPES = {"commits": (0, 1), "classic": (2,), "kip848": (3, 4, 5, 6, 7, 8)}
+
+
+def _has_records(bronze: DataFrame, types: tuple[int, ...]) -> bool:
+    return not decode_job.data_records(bronze).where(F.col("record_type").isin(*types)).isEmpty()
 
 
 def _update_commits(lake, run: SilverRun, bronze: DataFrame, kafka_version: str | None) -> None:
