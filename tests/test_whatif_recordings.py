@@ -75,7 +75,7 @@ def histories(lake):
 
 
 def _kafka_generations(scenario: str) -> dict:
-    """group → generation → {member: set((topic, p))}, from Kafka's DumpLogSegments output."""
+    """group → generation → {member: set((topic, p))}, from Kafka's DumpLogSegments output (log order)."""
     out: dict = defaultdict(dict)
     for rec in parse_dump_offsets_decoder(RECORDINGS / scenario / "dump_offsets_decoder.txt").values():
         key = rec.get("key")
@@ -89,7 +89,9 @@ def _kafka_generations(scenario: str) -> dict:
                 for tp in m["assignment"].get("assignedPartitions", []):
                     parts |= {(tp["topic"], p) for p in tp["partitions"]}
             members[m["memberId"]] = parts
-        out[key["data"]["group"]][data["generation"]] = members
+        # A generation written twice (a static member replaced) keeps its first record: that
+        # one is the rebalance's assignment; the rewrite only renames a member.
+        out[key["data"]["group"]].setdefault(data["generation"], members)
     return out
 
 
@@ -179,3 +181,25 @@ def test_eager_replay_revokes_everything_cooperative_only_what_moves(summary):
 def test_durations_come_from_the_coordinator_log_where_present(episodes):
     rows = [e for e in episodes if e["cluster"] == "scale_out_range" and e["group_id"] == "g-scale" and e["assignor"] == "actual"]
     assert rows and all(e["duration_source"] == "coordinator_events" and e["duration_ms"] >= 0 for e in rows)
+
+
+def test_cli_prints_the_comparison_for_one_group(lake, capsys):
+    from rebalance_audit.cli import main
+
+    rc = main(["whatif", "--lake", lake.root, "--cluster", "scale_out_range", "--group", "g-scale",
+               "--assignors", "range,cooperative-sticky", "--format", "json"])
+    assert rc == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    rows = {r["assignor"]: r for r in lines if r["record"] == "summary"}
+    assert set(rows) == {"actual", "range", "cooperative-sticky"}
+    assert all(r["group_id"] == "g-scale" and r["cluster"] == "scale_out_range" for r in rows.values())
+    assert rows["range"]["divergences"] == 0 and rows["range"]["moved"] == rows["range"]["actual_moved"]
+    assert rows["cooperative-sticky"]["revoked"] < rows["range"]["revoked"]
+
+
+def test_cli_unknown_group_is_a_one_line_failure(lake, capsys):
+    from rebalance_audit.cli import main
+
+    assert main(["whatif", "--lake", lake.root, "--group", "no-such-group", "--assignors", "range"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no-such-group" in err[0]

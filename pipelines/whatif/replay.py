@@ -198,12 +198,8 @@ def actual(hist: GroupHistory) -> Replay:
             state.set(step, real)
             continue
         phase = "followup" if _is_real_followup(hist, i) else ("reconcile" if protocol == CONSUMER else "rebalance")
-        r = _measure(hist, ACTUAL, protocol, i, step, phase, state, real, step.duration_ms, step.duration_source)
-        r.assignor = hist.real_assignor and f"{ACTUAL}:{hist.real_assignor}" or ACTUAL
-        rounds.append(r)
+        rounds.append(_measure(hist, ACTUAL, protocol, i, step, phase, state, real, step.duration_ms, step.duration_source))
         state.set(step, real)
-    for r in rounds:
-        r.assignor = ACTUAL
     return Replay(assignor=ACTUAL, protocol=protocol, rounds=rounds)
 
 
