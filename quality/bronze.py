@@ -1,0 +1,80 @@
+"""Bronze suites: raw inputs are stored once, with their position, and few are quarantined."""
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from .model import ERROR, WARN, Context, Invariant, Suite, fmt, null_check, row_check, unique_check, violation
+
+# Share of a cluster's inputs (records + coordinator lines) that may end in quarantine
+# before the check warns. Real brokers produce almost none: a corrupt batch, a truncated
+# segment tail, an unknown record version. More means a decoder or format gap.
+QUARANTINE_RATE_MAX = 0.01
+
+OFFSETS_RECORDS = Suite("offsets_records", "bronze", (
+    unique_check("record_stored_once", ["cluster", "partition", "offset"],
+                 "a record (cluster, partition, offset) is stored once, whichever replica or source it came from"),
+    row_check("offset_non_negative", lambda: (F.col("offset") < 0) | (F.col("partition") < 0),
+              ["cluster", "partition", "offset"], lambda: fmt("partition %s offset %s", "partition", "offset"),
+              ("partition", "offset"), "partitions and offsets are non-negative"),
+    row_check("offset_inside_batch",
+              lambda: (F.col("offset") < F.col("base_offset")) | (F.col("offset") > F.col("last_offset")),
+              ["cluster", "partition", "offset"],
+              lambda: fmt("offset %s outside its batch [%s, %s]", "offset", "base_offset", "last_offset"),
+              ("offset", "base_offset", "last_offset"), "a record's offset lies inside its batch's offset range"),
+    null_check("record_has_key_and_source", ("key", "source"), ["cluster", "partition", "offset"],
+               description="every record has its key bytes and the source it was read from"),
+))
+
+COORDINATOR_LOG_LINES = Suite("coordinator_log_lines", "bronze", (
+    unique_check("line_stored_once", ["cluster", "broker", "line_key"],
+                 "a coordinator line is stored once per broker, however often its file was read"),
+    null_check("line_has_position_and_text", ("file", "line", "text", "logger"), ["cluster", "broker", "file", "line"],
+               description="every line has its file, line number, logger and text"),
+    row_check("line_number_positive", lambda: F.col("line") < 1, ["cluster", "broker", "file", "line"],
+              lambda: fmt("line number %s", "line"), ("line",), "line numbers start at 1"),
+    null_check("line_has_timestamp", ("ts",), ["cluster", "broker", "file", "line"], severity=WARN,
+               description="every line's timestamp parsed (else it cannot be placed in the history)"),
+))
+
+
+def _quarantine_rate(q: DataFrame, ctx: Context) -> DataFrame | None:
+    """Quarantined inputs per cluster over all inputs of that cluster (records + log lines)."""
+    limit = float(ctx.params.get("quarantine_rate_max", QUARANTINE_RATE_MAX))
+    inputs = [df.groupBy("cluster").agg(F.count(F.lit(1)).alias("_n"))
+              for df in (ctx.other("offsets_records"), ctx.other("coordinator_log_lines")) if df is not None]
+    if not inputs:
+        return None
+    total = inputs[0]
+    for more in inputs[1:]:
+        total = total.unionByName(more)
+    total = total.groupBy("cluster").agg(F.sum("_n").alias("inputs"))
+    bad = q.groupBy("cluster").agg(F.count(F.lit(1)).alias("quarantined")) \
+        .join(total, "cluster", "left") \
+        .withColumn("rate", F.col("quarantined") / F.greatest(F.coalesce("inputs", F.lit(0)) + F.col("quarantined"), F.lit(1))) \
+        .where(F.col("rate") > F.lit(limit))
+    return violation(bad, ["cluster"], F.format_string(
+        "%d of %d inputs quarantined (%.2f%%, limit %.2f%%)", F.col("quarantined"),
+        (F.coalesce("inputs", F.lit(0)) + F.col("quarantined")).cast("long"), F.col("rate") * 100, F.lit(limit * 100)))
+
+
+QUARANTINE = Suite("quarantine", "bronze", (
+    Invariant("quarantine_rate_under_limit",
+              f"at most {QUARANTINE_RATE_MAX:.0%} of a cluster's inputs are quarantined", WARN, ("cluster",),
+              _quarantine_rate, needs="offsets_records or coordinator_log_lines"),
+    null_check("quarantine_has_reason", ("reason", "source", "source_key"), ["cluster", "source_key"],
+               description="every quarantined input says where it came from and why"),
+))
+
+PARTITION_END_OFFSETS = Suite("partition_end_offsets", "bronze", (
+    row_check("watermarks_ordered",
+              lambda: (F.col("start_offset") < 0) | (F.col("end_offset") < F.col("start_offset")),
+              ["cluster", "topic", "partition", "sampled_at"],
+              lambda: fmt("log start %s, log end %s", "start_offset", "end_offset"),
+              ("start_offset", "end_offset"), "0 <= log-start offset <= log-end offset"),
+    null_check("sample_complete", ("topic", "partition", "end_offset", "sampled_at"),
+               ["cluster", "topic", "partition", "sampled_at"],
+               description="every sample names its partition, its log-end offset and when it was taken"),
+))
+
+SUITES = (OFFSETS_RECORDS, COORDINATOR_LOG_LINES, QUARANTINE, PARTITION_END_OFFSETS)

@@ -1,0 +1,214 @@
+"""Run a table's suite: one Spark job finds every violation, Great Expectations judges them.
+
+Cost is the design constraint (checks must stay a small fraction of a run): all invariants
+of a table are unioned into ONE Spark query, which returns per (invariant, cluster) the
+number of violations and a bounded sample of their keys. On a healthy table that is one
+small result. Great Expectations then validates the collected violations frame with its
+pandas engine: GE's Spark engine launches several Spark jobs per expectation (measured:
+~7 s for 3 expectations on a cached 2-row frame on a loaded 2-core machine), which would
+cost more than the tables' own jobs; the collected frame is small by construction.
+
+The violation *counts* come from Spark (exact); GE's `unexpected_index_list` holds the
+sample of failing keys (at most `sample` per invariant and cluster).
+"""
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from functools import reduce
+
+import pandas as pd
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from .model import ERROR, WARN, Context, Suite, fused_row_violations
+
+SAMPLE = 20
+
+
+@dataclass
+class ExpectationOutcome:
+    expectation: str
+    description: str
+    severity: str
+    success: bool
+    violations: int                              # exact, from Spark (0 when not evaluated)
+    failing_keys: list[dict] = field(default_factory=list)  # sample, from the GE result
+    by_cluster: dict[str, int] = field(default_factory=dict)
+    evaluated: bool = True
+    note: str | None = None                      # why it was not evaluated, or a schema problem
+
+    @property
+    def observed(self) -> str:
+        if not self.evaluated:
+            return f"not evaluated: {self.note}"
+        return f"{self.violations} violation(s)" + (f" ({self.note})" if self.note else "")
+
+
+@dataclass
+class SuiteOutcome:
+    suite: str
+    table: str
+    layer: str
+    exists: bool
+    expectations: list[ExpectationOutcome]
+    run_time: datetime
+    seconds: float
+    clusters: list[str] = field(default_factory=list)
+    ge_result: object | None = None
+
+    @property
+    def success(self) -> bool:
+        return all(e.success for e in self.expectations)
+
+    @property
+    def severity(self) -> str | None:
+        """ERROR if a blocking expectation failed, WARN if only warnings did, None on success."""
+        failed = [e.severity for e in self.expectations if not e.success]
+        if not failed:
+            return None
+        return ERROR if ERROR in failed else WARN
+
+    def failed(self) -> list[ExpectationOutcome]:
+        return [e for e in self.expectations if not e.success]
+
+
+class TableCache:
+    """Lake tables read once per run (Spark plans, not data: a read is a file listing)."""
+
+    def __init__(self, lake):
+        self.lake = lake
+        self._dfs: dict[str, DataFrame | None] = {}
+
+    def __call__(self, name: str) -> DataFrame | None:
+        if name not in self._dfs:
+            self._dfs[name] = self.lake.read(name) if self.lake.exists(name) else None
+        return self._dfs[name]
+
+
+def _clusters(lake, name: str) -> list[str]:
+    """Clusters present in the table, from the Delta log's partition values (no scan)."""
+    import pyarrow as pa
+
+    actions = pa.table(lake.table(name).get_add_actions(flatten=True))
+    col = "partition.cluster"
+    if col not in actions.column_names:
+        return []
+    return sorted({c for c in actions.column(col).to_pylist() if c is not None})
+
+
+def find_violations(df: DataFrame, suite: Suite, ctx: Context, sample: int = SAMPLE):
+    """One Spark job: per (invariant, cluster), the violation count and a sample of (key, detail).
+
+    Returns (rows, notes): rows as dicts {invariant, cluster, n, sample: [(key, detail)]};
+    notes maps an invariant that could not be evaluated to the reason.
+    """
+    have = set(df.columns)
+    parts, notes, rowwise = [], {}, []
+    spark = df.sparkSession
+    for inv in suite.invariants:
+        missing = [c for c in (*inv.columns, "cluster") if c not in have]
+        if missing:
+            # The table does not have the columns the claim is about: that is a failure of
+            # the table's contract, reported as a violation keyed by the missing columns.
+            parts.append(spark.createDataFrame(
+                [(None, json.dumps({"missing_columns": sorted(set(missing))}), "table lacks column(s) " + ", ".join(sorted(set(missing))))],
+                "cluster string, key string, detail string").withColumn("invariant", F.lit(inv.name)))
+            continue
+        if inv.row is not None:
+            rowwise.append(inv)
+            continue
+        v = inv.violations(df, ctx)
+        if v is None:
+            notes[inv.name] = f"needs {inv.needs}" if inv.needs else "not applicable"
+            continue
+        parts.append(v.withColumn("invariant", F.lit(inv.name)))
+    if rowwise:
+        parts.append(fused_row_violations(df, rowwise))
+    if not parts:
+        return [], notes
+    u = reduce(DataFrame.unionByName, parts).dropDuplicates(["invariant", "cluster", "key"])
+    w = Window.partitionBy("invariant", "cluster").orderBy("key")
+    agg = u.withColumn("_rn", F.row_number().over(w)).groupBy("invariant", "cluster").agg(
+        F.count(F.lit(1)).alias("n"),
+        F.collect_list(F.when(F.col("_rn") <= sample, F.struct("key", "detail"))).alias("sample"),
+    )
+    rows = [{"invariant": r["invariant"], "cluster": r["cluster"], "n": int(r["n"]),
+             "sample": [(s["key"], s["detail"]) for s in r["sample"]]} for r in agg.collect()]
+    return rows, notes
+
+
+def violations_frame(suite: Suite, rows: list[dict]) -> pd.DataFrame:
+    """The frame GE validates: columns cluster, key and one per invariant (detail or null)."""
+    names = [inv.name for inv in suite.invariants]
+    records = []
+    for r in rows:
+        for key, detail in r["sample"]:
+            rec = dict.fromkeys(names)
+            rec.update(cluster=r["cluster"], key=key)
+            rec[r["invariant"]] = detail if detail is not None else "violation"
+            records.append(rec)
+    cols = ["cluster", "key", *names]
+    if not records:
+        return pd.DataFrame({c: pd.Series([], dtype=object) for c in cols})
+    return pd.DataFrame.from_records(records, columns=cols).astype(object)
+
+
+def _failing_keys(ge_result) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for r in ge_result.results:
+        column = r.expectation_config.kwargs.get("column")
+        keys = []
+        for item in (r.result or {}).get("unexpected_index_list") or []:
+            try:
+                key = json.loads(item.get("key") or "{}")
+            except (TypeError, ValueError):
+                key = {"key": item.get("key")}
+            keys.append({"cluster": item.get("cluster"), **key, "detail": item.get(column)})
+        out[column] = keys
+    return out
+
+
+def run_suite(lake, suite: Suite, gx_context, tables: TableCache | None = None,
+              params: Mapping[str, float] | None = None, sample: int = SAMPLE,
+              run_time: datetime | None = None) -> SuiteOutcome:
+    """Validate one table of `lake` with its suite; an absent table passes as "absent"."""
+    t0 = time.monotonic()
+    run_time = run_time or datetime.now(timezone.utc)
+    tables = tables or TableCache(lake)
+    df = tables(suite.table)
+    if df is None:
+        exps = [ExpectationOutcome(i.name, i.description, i.severity, True, 0, evaluated=False,
+                                   note="table absent") for i in suite.invariants]
+        return SuiteOutcome(suite.name, suite.table, suite.layer, False, exps, run_time, time.monotonic() - t0)
+    ctx = Context(tables, dict(params or {}))
+    rows, notes = find_violations(df, suite, ctx, sample)
+    ge_result = gx_context.validate(suite, violations_frame(suite, rows), run_time=run_time)
+    keys = _failing_keys(ge_result)
+    ge_success = {r.expectation_config.kwargs.get("column"): bool(r.success) for r in ge_result.results}
+    exps = []
+    for inv in suite.invariants:
+        mine = [r for r in rows if r["invariant"] == inv.name]
+        by_cluster = {r["cluster"]: r["n"] for r in mine}
+        schema_note = None
+        if any(r["cluster"] is None and '"missing_columns"' in (r["sample"][0][0] if r["sample"] else "") for r in mine):
+            schema_note = "schema: " + mine[0]["sample"][0][1]
+        exps.append(ExpectationOutcome(
+            expectation=inv.name, description=inv.description, severity=inv.severity,
+            success=ge_success.get(inv.name, True), violations=sum(by_cluster.values()),
+            failing_keys=keys.get(inv.name, []), by_cluster=by_cluster,
+            evaluated=inv.name not in notes, note=notes.get(inv.name) or schema_note,
+        ))
+    return SuiteOutcome(suite.name, suite.table, suite.layer, True, exps, run_time, time.monotonic() - t0,
+                        clusters=_clusters(lake, suite.table), ge_result=ge_result)
+
+
+def run_suites(lake, suites: Iterable[Suite], gx_context, params: Mapping[str, float] | None = None,
+               sample: int = SAMPLE) -> list[SuiteOutcome]:
+    """Run several suites sharing one table cache and one run time (one check step)."""
+    tables = TableCache(lake)
+    run_time = datetime.now(timezone.utc)
+    return [run_suite(lake, s, gx_context, tables, params, sample, run_time) for s in suites]

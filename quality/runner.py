@@ -1,0 +1,55 @@
+"""Check lake tables: run their suites, keep the results, render the data docs."""
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from .engine import SuiteOutcome, run_suites
+from .results import append_results
+from .suites import suite_for
+
+QUALITY_DIR_ENV = "REBALANCE_AUDIT_QUALITY_DIR"
+
+
+def quality_dir(lake) -> Path:
+    """Where the GE project and data docs live: `<lake>/_quality` for a local lake (the
+    leading underscore keeps it out of the lake's table names), else $REBALANCE_AUDIT_QUALITY_DIR
+    or ./_quality (data docs are local HTML files)."""
+    if os.environ.get(QUALITY_DIR_ENV):
+        return Path(os.environ[QUALITY_DIR_ENV])
+    if lake.is_local:
+        root = lake.root[len("file://"):] if lake.root.startswith("file://") else lake.root
+        return Path(root) / "_quality"
+    return Path("_quality")
+
+
+@dataclass
+class QualityReport:
+    outcomes: list[SuiteOutcome]
+    run_id: str
+    data_docs: str | None
+    results_rows: int
+    seconds: float
+
+    def by_table(self) -> dict[str, SuiteOutcome]:
+        return {o.table: o for o in self.outcomes}
+
+
+def check_tables(lake, tables: Iterable[str], params: Mapping[str, float] | None = None,
+                 run_id: str | None = None, folder: str | os.PathLike | None = None,
+                 record: bool = True, docs: bool = True) -> QualityReport:
+    """Validate `tables` of `lake`; append to quality_results (`record`) and render data docs (`docs`)."""
+    from .gx import QualityContext
+
+    t0 = time.monotonic()
+    gx_context = QualityContext.at(folder or quality_dir(lake))
+    outcomes = run_suites(lake, [suite_for(t) for t in tables], gx_context, params)
+    run_id = run_id or uuid.uuid4().hex
+    validated = [o.ge_result for o in outcomes if o.ge_result is not None]
+    url = gx_context.build_docs(validated) if docs and validated else (gx_context.index_url if docs else None)
+    rows = append_results(lake, outcomes, run_id, url) if record else 0
+    return QualityReport(outcomes, run_id, url, rows, time.monotonic() - t0)
