@@ -24,6 +24,18 @@ from assets.silver import events_silver, offsets_silver, target_assignments_silv
 
 ALL_ASSETS = [bronze_ingest, offsets_silver, events_silver, target_assignments_silver, *GOLD_ASSETS]
 
+# --- dashboards (owned by the dashboards area: assets/report.py) ---
+from assets.report import REPORT_ASSETS  # noqa: E402
+
+ALL_ASSETS += REPORT_ASSETS
+# --- end dashboards ---
+
+# --- data quality (owned by the quality area: assets/checks.py) ---
+from assets.checks import build_checks  # noqa: E402
+
+ALL_CHECKS = build_checks(ALL_ASSETS)
+# --- end data quality ---
+
 
 def _env_secret(name: str):
     # EnvVar fails resource initialisation when the variable is unset; an unset secret
@@ -53,6 +65,7 @@ def default_resources(env: Mapping[str, str] | None = None) -> dict:
 
 defs = Definitions(
     assets=ALL_ASSETS,
+    asset_checks=ALL_CHECKS,
     resources=default_resources(),
     jobs=[refresh_job],
     schedules=[every_15_minutes],

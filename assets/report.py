@@ -1,0 +1,43 @@
+"""The SRE dashboards: static HTML written from the gold and what-if tables (dashboards.report).
+
+The asset's metadata links to the report's index page, so the Dagster UI opens it in one
+click. Where the report goes: $REBALANCE_AUDIT_REPORT_DIR, default ./report (a local
+folder even when the lake is in an object store: the pages are opened from disk).
+"""
+
+import os
+from pathlib import Path
+
+from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
+
+from assets.gold import GOLD_TABLES
+from assets.resources import LakeResource, SparkResource
+
+REPORT_DIR_ENV = "REBALANCE_AUDIT_REPORT_DIR"
+# The what-if tables feed the comparison section; the report says "not computed" until they exist.
+REPORT_DEPS = [*GOLD_TABLES, "whatif_summary", "offset_commits"]
+
+
+@asset(
+    name="sre_report",
+    group_name="dashboards",
+    deps=REPORT_DEPS,
+    description="Overview of every consumer group and one page per group (ownership timeline, rebalances, "
+                "duplicate windows, idle members, storms, commit rate, what-if), as offline HTML.",
+)
+def sre_report(context: AssetExecutionContext, lake: LakeResource, spark: SparkResource) -> MaterializeResult:
+    from dashboards.report import write_report
+
+    out = Path(os.environ.get(REPORT_DIR_ENV, "./report")).resolve()
+    result = write_report(lake.lake(spark.session()), out)
+    context.log.info(f"report written to {result.index}")
+    return MaterializeResult(metadata={
+        "report": MetadataValue.url(result.index.as_uri()),
+        "report_path": MetadataValue.path(str(result.index)),
+        "groups": MetadataValue.int(result.groups),
+        "overview_pages": MetadataValue.int(result.overview_pages),
+        "not_computed": MetadataValue.text(", ".join(result.missing_tables) or "(none)"),
+    })
+
+
+REPORT_ASSETS = [sre_report]

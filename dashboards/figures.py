@@ -1,0 +1,255 @@
+"""Plotly figures of the report. Every Kafka string goes through `safe.plot_text` first.
+
+Figures take plain rows (dicts with epoch-millisecond times, as `dashboards.data` streams
+them) and return `plotly.graph_objects.Figure`s; `pages` turns them into HTML.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from dashboards.safe import plot_text
+
+# Colour-blind safe qualitative palette (Okabe-Ito, then Tableau 10) for owners.
+OWNER_COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#4E79A7",
+                 "#F28E2B", "#59A14F", "#B07AA1", "#9C755F", "#76B7B2", "#EDC948", "#FF9DA7", "#BAB0AC")
+MAX_OWNER_TRACES = 24
+MAX_ANNOTATED_EPISODES = 12
+
+_LAYOUT = dict(template="plotly_white", font=dict(family="DejaVu Sans, Arial, sans-serif", size=12),
+               margin=dict(l=10, r=10, t=40, b=10), hoverlabel=dict(align="left"))
+
+
+def iso(ms) -> str | None:
+    """Epoch ms → an ISO string plotly reads as a date (UTC, millisecond precision)."""
+    if ms is None:
+        return None
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def short(value, n: int = 48) -> str:
+    s = "" if value is None else str(value)
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def group_label(cluster: str, group_id: str, clusters: int) -> str:
+    return group_id if clusters <= 1 else f"{group_id} · {cluster}"
+
+
+def overview_figure(top: list[dict], clusters: int) -> go.Figure:
+    """The most rebalanced groups: rebalances and time spent rebalancing, side by side."""
+    labels = [plot_text(short(group_label(r["cluster"], r["group_id"], clusters))) for r in top]
+    full = [plot_text(group_label(r["cluster"], r["group_id"], clusters)) for r in top]
+    # The category axis needs unique labels; two ids shortened alike get a visible suffix.
+    seen: dict[str, int] = {}
+    for i, lab in enumerate(labels):
+        if lab in seen:
+            labels[i] = f"{lab} ({i + 1})"
+        seen[labels[i]] = i
+    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.04,
+                        subplot_titles=("logical rebalances", "time rebalancing (s)"))
+    fig.add_trace(go.Bar(
+        y=labels, x=[r.get("rebalances") or 0 for r in top], orientation="h", name="rebalances",
+        marker_color="#0072B2", customdata=full, hovertemplate="%{customdata}<br>%{x} rebalances<extra></extra>"), 1, 1)
+    fig.add_trace(go.Bar(
+        y=labels, x=[round((r.get("rebalancing_ms") or 0) / 1000, 1) for r in top], orientation="h",
+        name="time rebalancing", marker_color="#E69F00", customdata=full,
+        hovertemplate="%{customdata}<br>%{x} s rebalancing<extra></extra>"), 1, 2)
+    fig.update_layout(**_LAYOUT, height=max(260, 40 + 22 * len(top)), showlegend=False, bargap=0.25)
+    fig.update_yaxes(autorange="reversed", automargin=True, type="category")
+    return fig
+
+
+def _row_label(topic, partition) -> str:
+    return plot_text(f"{topic}-{partition}") if topic is not None else "(no partition)"
+
+
+def timeline_figure(g) -> go.Figure | None:
+    """Who owned which partition when (one bar per ownership interval, one colour per member),
+    with rebalance episodes shaded and annotated, storms, duplicate windows, rewinds, skips
+    and idle members marked on the same time axis."""
+    intervals = g.rows("interval")
+    episodes = g.rows("episode")
+    if not intervals and not episodes:
+        return None
+    times = [x for r in intervals for x in (r.get("from_ts"), r.get("to_ts")) if x is not None]
+    times += [x for r in episodes for x in (r.get("started_at"), r.get("completed_at")) if x is not None]
+    end_of_data = max(times) if times else 0
+    fig = go.Figure()
+
+    # Ownership: one trace per member, the busiest first; beyond MAX_OWNER_TRACES the rest
+    # share one grey trace so the legend stays readable.
+    by_owner: dict[str, list[dict]] = {}
+    for r in intervals:
+        owner = r.get("member_id") or ("standalone consumer" if r.get("owner_kind") == "standalone" else "(unknown owner)")
+        by_owner.setdefault(owner, []).append(r)
+    owners = sorted(by_owner, key=lambda m: (-len(by_owner[m]), m))
+    shown, rest = owners[:MAX_OWNER_TRACES], owners[MAX_OWNER_TRACES:]
+    groups = [(m, by_owner[m], OWNER_COLOURS[i % len(OWNER_COLOURS)]) for i, m in enumerate(shown)]
+    if rest:
+        groups.append((f"{len(rest)} other members", [r for m in rest for r in by_owner[m]], "#999999"))
+    rows_order: list[str] = []
+    for name, rows, colour in groups:
+        ys, base, width, hover = [], [], [], []
+        for r in rows:
+            start = r.get("from_ts")
+            if start is None:
+                continue
+            stop = r.get("to_ts")
+            label = _row_label(r.get("topic"), r.get("partition"))
+            ys.append(label)
+            base.append(iso(start))
+            width.append(max((stop if stop is not None else end_of_data) - start, 1))
+            hover.append("<br>".join([
+                f"<b>{label}</b>",
+                f"member: {plot_text(r.get('member_id'))}",
+                f"client: {plot_text(r.get('client_id'))} @ {plot_text(r.get('client_host'))}",
+                *([f"instance: {plot_text(r['group_instance_id'])}"] if r.get("group_instance_id") else []),
+                f"generations {r.get('start_generation', '?')} → {r.get('end_generation', '?')}",
+                f"{iso(start)} → {iso(stop) if stop is not None else 'still owned at end of data'}",
+            ]))
+        fig.add_trace(go.Bar(
+            y=ys, x=width, base=base, orientation="h", name=plot_text(short(name, 60)), marker_color=colour,
+            marker_line_width=0, hovertext=hover, hoverinfo="text", legendgroup="owners",
+            legendgrouptitle_text="owner (member)" if name == groups[0][0] else None))
+        rows_order.extend(y for y in ys if y not in rows_order)
+
+    def marks(kind: str, rows: list[dict], tcol: str, name: str, symbol: str, colour: str, hover_fn):
+        pts = [r for r in rows if r.get(tcol) is not None]
+        if not pts:
+            return
+        fig.add_trace(go.Scatter(
+            x=[iso(r[tcol]) for r in pts], y=[_row_label(r.get("topic"), r.get("partition")) for r in pts],
+            mode="markers", name=name, marker=dict(symbol=symbol, size=11, color=colour, line=dict(width=1, color="#222")),
+            hovertext=[hover_fn(r) for r in pts], hoverinfo="text"))
+
+    dups = g.rows("duplicate")
+    marks("duplicate", [r for r in dups if r.get("cause") != "offset_rewind"], "handover_ts", "duplicate window", "x",
+          "#D62728", lambda r: "<br>".join([
+              "<b>duplicate window</b>", f"cause: {plot_text(r.get('cause'))}",
+              f"{plot_text(r.get('from_member'))} → {plot_text(r.get('to_member'))}",
+              f"offsets {r.get('start_offset')} … {r.get('end_offset_estimate')} (≤ {r.get('end_offset_high')})",
+              f"≈ {r.get('estimated_records')} records again"]))
+    rewinds = [dict(r, _t=r.get("handover_ts")) for r in dups if r.get("cause") == "offset_rewind"]
+    rewinds += [dict(r, _t=r.get("started_at")) for r in g.rows("anomaly") if r.get("kind") == "rewind"]
+    marks("rewind", rewinds, "_t", "offset rewind", "triangle-down", "#9467BD", lambda r: "<br>".join([
+        "<b>offset rewind</b>", f"from {r.get('end_offset_estimate', r.get('offset_from'))} back to "
+        f"{r.get('start_offset', r.get('offset_to'))}", f"member: {plot_text(r.get('to_member') or r.get('member_id'))}"]))
+    marks("skip", g.rows("skip"), "commit_ts", "skip window", "diamond", "#FF7F0E", lambda r: "<br>".join([
+        "<b>skip window</b>", f"cause: {plot_text(r.get('cause'))}", f"offsets {r.get('start_offset')} … {r.get('end_offset')}",
+        f"{r.get('records')} records possibly never processed", f"member: {plot_text(r.get('member_id'))}"]))
+    other = [r for r in g.rows("anomaly") if r.get("kind") != "rewind"]
+    marks("anomaly", other, "started_at", "commit stall / stop", "square-open", "#7F7F7F", lambda r: "<br>".join([
+        f"<b>commit {plot_text(r.get('kind'))}</b>", f"{iso(r.get('started_at'))} → {iso(r.get('ended_at'))}",
+        f"at offset {r.get('offset_from')}", f"member: {plot_text(r.get('member_id'))}"]))
+
+    # Idle members: a bar on their own row, in grey.
+    idle = [r for r in g.rows("idle") if r.get("from_ts") is not None]
+    if idle:
+        ys = [plot_text("idle · " + short(r.get("member_id"), 40)) for r in idle]
+        fig.add_trace(go.Bar(
+            y=ys, base=[iso(r["from_ts"]) for r in idle],
+            x=[max((r.get("to_ts") or end_of_data) - r["from_ts"], 1) for r in idle], orientation="h",
+            name="idle member", marker_color="#C7C7C7", marker_line_width=0, hoverinfo="text",
+            hovertext=["<br>".join(["<b>idle member</b>", plot_text(r.get("member_id")),
+                                    f"generation {r.get('generation')}", f"cause: {plot_text(r.get('cause'))}"]) for r in idle]))
+        rows_order.extend(y for y in ys if y not in rows_order)
+
+    # Rebalance episodes: shaded spans, a marker row with full details, and a text
+    # annotation (trigger) when there are few enough to read.
+    eps = [r for r in episodes if (r.get("started_at") or r.get("completed_at")) is not None]
+    if eps:
+        row = "⟳ rebalances"
+        fig.add_trace(go.Scatter(
+            x=[iso(r.get("started_at") or r.get("completed_at")) for r in eps], y=[row] * len(eps), mode="markers",
+            name="rebalance episode", marker=dict(symbol="line-ns-open", size=14, color="#E69F00", line=dict(width=2)),
+            hoverinfo="text", hovertext=[_episode_hover(r) for r in eps]))
+        rows_order.insert(0, row)
+        for r in eps:
+            s, e = r.get("started_at"), r.get("completed_at")
+            if s is not None and e is not None and e > s:
+                fig.add_vrect(x0=iso(s), x1=iso(e), fillcolor="#E69F00", opacity=0.15, line_width=0, layer="below")
+            elif e is None and s is not None:
+                fig.add_vline(x=iso(s), line=dict(color="#D62728", dash="dot", width=1))
+        if len(eps) <= MAX_ANNOTATED_EPISODES:
+            for r in eps:
+                fig.add_annotation(x=iso(r.get("started_at") or r.get("completed_at")), y=row, yshift=12, showarrow=False,
+                                   text=plot_text(short(r.get("trigger") or "?", 24)), font=dict(size=10, color="#8a5a00"),
+                                   textangle=-30)
+    for r in g.rows("storm"):
+        if r.get("started_at") is not None:
+            fig.add_vrect(x0=iso(r["started_at"]), x1=iso(r.get("ended_at") or r["started_at"]), fillcolor="#D62728",
+                          opacity=0.08, line=dict(color="#D62728", width=1, dash="dash"), layer="below",
+                          annotation_text=plot_text(f"storm: {r.get('episodes')} rebalances"),
+                          annotation_position="top left", annotation_font_color="#D62728")
+
+    height = min(max(320, 120 + 18 * len(rows_order)), 2400)
+    fig.update_layout(**_LAYOUT, height=height, barmode="overlay", bargap=0.25,
+                      legend=dict(orientation="v", x=1.01, y=1, font=dict(size=11)),
+                      xaxis=dict(type="date", title="time (UTC)"),
+                      yaxis=dict(type="category", categoryorder="array", categoryarray=rows_order,
+                                 autorange="reversed", automargin=True))
+    return fig
+
+
+def _episode_hover(r: dict) -> str:
+    dur = r.get("duration_ms")
+    return "<br>".join([
+        f"<b>generation {r.get('from_generation', '?')} → {r.get('to_generation', '?')}</b>"
+        + (" (never completed)" if r.get("completed_at") is None else ""),
+        f"trigger: {plot_text(r.get('trigger'))}",
+        *([f"member: {plot_text(r['trigger_member'])}"] if r.get("trigger_member") else []),
+        *([f"reason: {plot_text(short(r['reason'], 120))}"] if r.get("reason") else []),
+        f"members {r.get('members_before', '?')} → {r.get('members_after', '?')}, "
+        f"{r.get('partitions_moved', 0)} partitions moved, {r.get('partitions_revoked', 0)} revoked",
+        f"duration: {'?' if dur is None else f'{dur / 1000:.1f} s'}",
+    ])
+
+
+def commit_rate_figure(g) -> go.Figure | None:
+    """Records committed per second, one line per partition (the group's busiest ones)."""
+    rows = [r for r in g.rows("rate") if r.get("rate") is not None]
+    if not rows:
+        return None
+    by_part: dict[tuple, list[dict]] = {}
+    for r in rows:
+        by_part.setdefault((r.get("topic"), r.get("partition")), []).append(r)
+    fig = go.Figure()
+    for (topic, part), pts in sorted(by_part.items(), key=lambda kv: (str(kv[0][0]), kv[0][1] or 0)):
+        pts.sort(key=lambda r: r["t"])
+        fig.add_trace(go.Scatter(
+            x=[iso(r["t"]) for r in pts], y=[round(r["rate"], 2) for r in pts], mode="lines",
+            name=_row_label(topic, part), line=dict(width=1.5), line_shape="hv",
+            hovertemplate="%{fullData.name}<br>%{x}<br>%{y} records/s<extra></extra>"))
+    fig.update_layout(**_LAYOUT, height=320, xaxis=dict(type="date", title="time (UTC)"),
+                      yaxis=dict(title="records/s committed", rangemode="tozero"))
+    return fig
+
+
+ACTUAL = "actual"  # whatif_summary's row for what really happened (its figures are also in actual_*)
+
+WHATIF_METRICS = (("moved", "actual_moved", "partitions moved"),
+                  ("stw_partition_seconds", "actual_stw_partition_seconds", "stop-the-world partition-seconds"),
+                  ("max_balance", "actual_max_balance", "worst balance (max − min)"))
+
+
+def whatif_figure(rows: list[dict]) -> go.Figure | None:
+    """Each assignor's replay next to what happened: moves, stop-the-world, balance."""
+    if not rows:
+        return None
+    rows = sorted(rows, key=lambda r: (r.get("incarnation") or 0, str(r.get("assignor"))))
+    real = rows[0]
+    rows = [r for r in rows if r.get("assignor") != ACTUAL]
+    names = ["what happened"] + [plot_text(r.get("assignor")) for r in rows]
+    fig = make_subplots(rows=1, cols=3, subplot_titles=[m[2] for m in WHATIF_METRICS], horizontal_spacing=0.08)
+    for i, (col, actual_col, title) in enumerate(WHATIF_METRICS, start=1):
+        values = [real.get(actual_col)] + [r.get(col) for r in rows]
+        colours = ["#222222"] + ["#56B4E9" if r.get("assignor") != r.get("real_assignor") else "#0072B2" for r in rows]
+        fig.add_trace(go.Bar(x=names, y=[v if v is not None else 0 for v in values], marker_color=colours,
+                             name=title, showlegend=False,
+                             hovertemplate="%{x}<br>%{y}<extra>" + title + "</extra>"), 1, i)
+    fig.update_layout(**_LAYOUT, height=340, bargap=0.3)
+    fig.update_xaxes(tickangle=-30, type="category")
+    return fig

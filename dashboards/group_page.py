@@ -1,0 +1,223 @@
+"""One consumer group's page: ownership timeline, episodes, findings and the what-if comparison."""
+from __future__ import annotations
+
+from dashboards import figures
+from dashboards.data import Caps, GroupData
+from dashboards.pages import (NOT_COMPUTED, cards, figure_html, fmt_duration, fmt_int, fmt_ts, page, table)
+from dashboards.safe import text
+
+
+def _cell(v) -> str:
+    return "—" if v is None else text(v)
+
+
+def _num(v) -> str:
+    if v is None:
+        return "—"
+    return f"{v:,.1f}" if isinstance(v, float) and not v.is_integer() else f"{int(v):,}"
+
+
+def _shown(kind_rows: list, total, noun: str) -> str:
+    if total is not None and total > len(kind_rows):
+        return f'<p class="note">Showing the latest {len(kind_rows):,} of {int(total):,} {noun}.</p>'
+    return ""
+
+
+def render(g: GroupData, missing: set[str], caps: Caps, overview_href: str = "../index.html") -> str:
+    s = g.stats
+    gid, cluster = g.group_id, g.cluster
+    body: list[str] = []
+
+    warn = []
+    if s.get("coverage_gaps"):
+        warn.append(f"History incomplete: {int(s['coverage_gaps'])} coverage gap(s) (compaction, retention, "
+                    "late start or deletion); findings cover only what the input still holds.")
+    not_done = sorted(missing & {"rebalance_episodes", "ownership_intervals", "duplicate_windows", "idle_consumers",
+                                 "rebalance_storms", "commit_anomalies", "whatif_summary", "skip_windows", "coverage_gaps"})
+    if not_done:
+        warn.append("Not computed yet: " + ", ".join(not_done) + ".")
+    if warn:
+        body.append("".join(f'<div class="banner">{text(w)}</div>' for w in warn))
+
+    body.append(cards([
+        ("logical rebalances", fmt_int(s.get("rebalances")), False),
+        ("never completed", fmt_int(s.get("incomplete_rebalances")), bool(s.get("incomplete_rebalances"))),
+        ("time rebalancing", fmt_duration(s.get("rebalancing_ms")), False),
+        ("duplicate windows", fmt_int(s.get("duplicate_windows")), bool(s.get("duplicate_windows"))),
+        ("records at risk of re-processing", fmt_int(s.get("duplicate_records")), bool(s.get("duplicate_records"))),
+        ("skip windows", fmt_int(s.get("skip_windows")), bool(s.get("skip_windows"))),
+        ("idle members", fmt_int(s.get("idle_members")), bool(s.get("idle_members"))),
+        ("storms", fmt_int(s.get("storms")), bool(s.get("storms"))),
+        ("commit anomalies", fmt_int(s.get("anomalies")), bool(s.get("anomalies"))),
+    ]))
+
+    # Timeline
+    sec = ['<section id="timeline-section"><h2>Partition ownership and rebalances</h2>']
+    if "ownership_intervals" in missing and "rebalance_episodes" in missing:
+        sec.append(f"<p>{NOT_COMPUTED}</p>")
+    else:
+        fig = figures.timeline_figure(g)
+        if fig is None:
+            sec.append('<p class="note">No ownership or rebalance history for this group '
+                       "(a standalone consumer without commits in range, or an empty group).</p>")
+        else:
+            sec.append('<p class="note">Bars: which member owned each partition; shaded: rebalance episodes '
+                       "(trigger above each mark, details on hover); red dashed: storms; ✕ duplicate windows, "
+                       "▼ offset rewinds, ◆ skip windows, □ commit stalls/stops; grey rows: idle members.</p>")
+            sec.append(_shown(g.rows("interval"), s.get("ownership_intervals"), "ownership intervals"))
+            sec.append(figure_html(fig, "timeline"))
+    sec.append("</section>")
+    body.append("".join(sec))
+
+    # Commit rate
+    sec = ['<section id="commit-rate-section"><h2>Commit rate per partition</h2>']
+    if "offset_commits" in missing:
+        sec.append(f"<p>{NOT_COMPUTED}</p>")
+    else:
+        fig = figures.commit_rate_figure(g)
+        if fig is None:
+            sec.append('<p class="note">No commits that advance an offset.</p>')
+        else:
+            parts = {(r.get("topic"), r.get("partition")) for r in g.rows("rate")}
+            if len(parts) >= caps.rate_partitions:
+                sec.append(f'<p class="note">The {caps.rate_partitions} partitions with the most commits.</p>')
+            sec.append(figure_html(fig, "commit-rate"))
+    sec.append("</section>")
+    body.append("".join(sec))
+
+    body.append(_whatif(g, missing))
+    body.append(_episodes(g, missing))
+    body.append(_simple(g, missing, "duplicate", "duplicate_windows", "Duplicate windows", "duplicates",
+                        s.get("duplicate_windows"), "windows",
+                        [("handover", False), ("partition", False), ("from", False), ("to", False), ("cause", False),
+                         ("start offset", True), ("end estimate", True), ("end bound", True), ("records again", True)],
+                        lambda r: [fmt_ts(r.get("handover_ts")), _part(r), _cell(r.get("from_member")), _cell(r.get("to_member")),
+                                   _cell(r.get("cause")), _num(r.get("start_offset")), _num(r.get("end_offset_estimate")),
+                                   _num(r.get("end_offset_high")), _num(r.get("estimated_records"))]))
+    body.append(_simple(g, missing, "skip", "skip_windows", "Skip windows", "skips", s.get("skip_windows"), "windows",
+                        [("commit", False), ("partition", False), ("member", False), ("cause", False),
+                         ("from offset", True), ("to offset", True), ("records", True)],
+                        lambda r: [fmt_ts(r.get("commit_ts")), _part(r), _cell(r.get("member_id")), _cell(r.get("cause")),
+                                   _num(r.get("start_offset")), _num(r.get("end_offset")), _num(r.get("records"))]))
+    body.append(_simple(g, missing, "idle", "idle_consumers", "Idle members", "idle", None, "idle spans",
+                        [("member", False), ("client", False), ("generation", True), ("from", False), ("to", False),
+                         ("duration", True), ("cause", False)],
+                        lambda r: [_cell(r.get("member_id")), _cell(r.get("client_id")), _num(r.get("generation")),
+                                   fmt_ts(r.get("from_ts")), fmt_ts(r.get("to_ts")),
+                                   "—" if r.get("duration_ms") is None else fmt_duration(r["duration_ms"]),
+                                   _cell(r.get("cause")) + (" (transient)" if r.get("transient") else "")]))
+    body.append(_simple(g, missing, "storm", "rebalance_storms", "Rebalance storms", "storms", s.get("storms"), "storms",
+                        [("started", False), ("ended", False), ("rebalances", True), ("time rebalancing", True),
+                         ("dominant trigger", False), ("members", False)],
+                        lambda r: [fmt_ts(r.get("started_at")), fmt_ts(r.get("ended_at")), _num(r.get("episodes")),
+                                   "—" if r.get("time_rebalancing_ms") is None else fmt_duration(r["time_rebalancing_ms"]),
+                                   _cell(r.get("dominant_trigger")),
+                                   text(", ".join(r.get("flapping_members") or [])) or "—"]))
+    body.append(_simple(g, missing, "anomaly", "commit_anomalies", "Commit anomalies", "anomalies", s.get("anomalies"),
+                        "anomalies",
+                        [("kind", False), ("partition", False), ("from", False), ("to", False), ("span", True),
+                         ("offset", True), ("to offset", True), ("member", False)],
+                        lambda r: [_cell(r.get("kind")), _part(r), fmt_ts(r.get("started_at")), fmt_ts(r.get("ended_at")),
+                                   "—" if r.get("span_ms") is None else fmt_duration(r["span_ms"]),
+                                   _num(r.get("offset_from")), _num(r.get("offset_to")), _cell(r.get("member_id"))]))
+    body.append(_simple(g, missing, "gap", "coverage_gaps", "Coverage gaps", "gaps", s.get("coverage_gaps"), "gaps",
+                        [("kind", False), ("partition", False), ("from", False), ("to", False), ("detail", False)],
+                        lambda r: [_cell(r.get("kind")), _part(r) if r.get("topic") else "—", fmt_ts(r.get("from_ts")),
+                                   fmt_ts(r.get("to_ts")), _cell(r.get("detail"))]))
+
+    sub = (f'cluster <b>{text(cluster)}</b> · {text(s.get("protocol_kind") or "unknown kind")} · '
+           f'<a href="{overview_href}">← all groups</a>')
+    return page(f"{text(gid)} · rebalance-audit", text(gid), sub, "".join(body), root="../")
+
+
+def _part(r: dict) -> str:
+    return text(f"{r.get('topic')}-{r.get('partition')}")
+
+
+def _simple(g, missing, kind, table_name, title, table_id, total, noun, headers, row_fn) -> str:
+    out = [f'<section id="{table_id}-section"><h2>{text(title)}</h2>']
+    if table_name in missing:
+        out.append(f"<p>{NOT_COMPUTED}</p>")
+    else:
+        rows = g.rows(kind)
+        if not rows:
+            out.append(f'<p class="note">None.</p>')
+        else:
+            out.append(_shown(rows, total, noun))
+            out.append(table(table_id, headers, [row_fn(r) for r in rows]))
+    out.append("</section>")
+    return "".join(out)
+
+
+def _episodes(g: GroupData, missing) -> str:
+    out = ['<section id="episodes-section"><h2>Rebalance episodes</h2>']
+    if "rebalance_episodes" in missing:
+        out.append(f"<p>{NOT_COMPUTED}</p>")
+    else:
+        rows = g.rows("episode")
+        if not rows:
+            out.append('<p class="note">None.</p>')
+        else:
+            out.append(_shown(rows, g.stats.get("generations"), "episodes"))
+            headers = [("generation", False), ("started", False), ("completed", False), ("duration", True),
+                       ("trigger", False), ("member", False), ("reason", False), ("members", True),
+                       ("moved", True), ("revoked", True)]
+            out.append(table("episodes", headers, [[
+                f"{_cell(r.get('from_generation'))} → {_cell(r.get('to_generation'))}",
+                fmt_ts(r.get("started_at")),
+                fmt_ts(r.get("completed_at")) if r.get("completed_at") is not None else "<b>never</b>",
+                "—" if r.get("duration_ms") is None else fmt_duration(r["duration_ms"]),
+                _cell(r.get("trigger")), _cell(r.get("trigger_member")), _cell(r.get("reason")),
+                f"{_num(r.get('members_before'))} → {_num(r.get('members_after'))}",
+                _num(r.get("partitions_moved")), _num(r.get("partitions_revoked")),
+            ] for r in rows]))
+    out.append("</section>")
+    return "".join(out)
+
+
+def _whatif(g: GroupData, missing) -> str:
+    out = ['<section id="whatif-section"><h2>What other assignors would have done</h2>']
+    if "whatif_summary" in missing:
+        out.append(f"<p>{NOT_COMPUTED}</p></section>")
+        return "".join(out)
+    rows = g.rows("whatif")
+    if not rows:
+        out.append('<p class="note">No replayable history (no membership records for this group).</p></section>')
+        return "".join(out)
+    # One incarnation at a time reads best; the latest is the one people are asking about.
+    latest = max((r.get("incarnation") or 0) for r in rows)
+    rows = sorted((r for r in rows if (r.get("incarnation") or 0) == latest), key=lambda r: str(r.get("assignor")))
+    if latest:
+        out.append(f'<p class="note">Latest incarnation of the group ({latest}).</p>')
+    real = rows[0]
+    rows = [r for r in rows if r.get("assignor") != figures.ACTUAL]
+    out.append(f'<p class="note">The group used <b>{text(real.get("real_assignor") or "?")}</b>; '
+               "each assignor replays the same members, subscriptions and partition counts with its protocol's real "
+               "behaviour (eager revokes everything; cooperative needs a second round).</p>")
+    fig = figures.whatif_figure(rows)
+    if fig is not None:
+        out.append(figure_html(fig, "whatif"))
+    headers = [("assignor", False), ("protocol", False), ("rounds", True), ("moved", True), ("revoked", True),
+               ("stop-the-world partition-s", True), ("worst balance", True), ("final balance", True),
+               ("idle member-rounds", True), ("duplicate exposure (records)", True), ("notes", False)]
+    body = [[
+        "<b>what happened</b>", "—", _num(real.get("actual_rounds")), _num(real.get("actual_moved")),
+        _num(real.get("actual_revoked")), _num(real.get("actual_stw_partition_seconds")),
+        _num(real.get("actual_max_balance")), "—", _num(real.get("actual_idle_member_rounds")),
+        _num(real.get("actual_dup_exposure_records")), "",
+    ]]
+    for r in rows:
+        note = r.get("notes") or ""
+        if r.get("errors"):
+            note = f"{r['errors']} round(s) refused by the assignor. {note}"
+        if r.get("divergences"):
+            note = f"replay diverges from the recorded assignment in {r['divergences']} round(s). {note}"
+        body.append([
+            text(r.get("assignor")) + (" (used)" if r.get("assignor") == r.get("real_assignor") else ""),
+            _cell(r.get("protocol")), _num(r.get("rounds")), _num(r.get("moved")), _num(r.get("revoked")),
+            _num(r.get("stw_partition_seconds")), _num(r.get("max_balance")), _num(r.get("final_balance")),
+            _num(r.get("idle_member_rounds")), _num(r.get("dup_exposure_records")), text(note.strip()),
+        ])
+    out.append(table("whatif-table", headers, body))
+    out.append("</section>")
+    return "".join(out)

@@ -1,0 +1,180 @@
+"""Write the whole report: overview pages, one page per group, shared plotly.js and CSS.
+
+    from dashboards.report import write_report
+    result = write_report(lake, "report/")      # result.index -> report/index.html
+
+Layout of the folder:
+
+    index.html, overview-2.html, ...   groups ranked by rebalances, `page_size` per page
+    groups/<slug>-<hash>.html          one per (cluster, group id)
+    plotly.min.js, report.css          written once, referenced by every page
+
+Two Spark queries produce everything (see `dashboards.data`); rows reach the driver one
+partition at a time and pages are written as they stream, so the driver holds one
+overview page and one group at a time. Group pages left over from an earlier run (a
+group no longer in the lake) are removed; the index is written last, so a reader who
+opens it sees a finished report.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from plotly.offline import get_plotlyjs
+
+from dashboards import figures, group_page
+from dashboards.data import Caps, LakeTables, group_pages, overview_rows
+from dashboards.pages import CSS, NOT_COMPUTED, cards, figure_html, fmt_duration, fmt_int, page, pager, table
+from dashboards.safe import page_name, text
+
+GROUPS_DIR = "groups"
+TOP_GROUPS = 25
+
+
+@dataclass
+class ReportResult:
+    out_dir: Path
+    index: Path
+    groups: int
+    overview_pages: int
+    missing_tables: list[str] = field(default_factory=list)
+
+
+def overview_name(n: int) -> str:
+    return "index.html" if n == 1 else f"overview-{n}.html"
+
+
+def _write(path: Path, content: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(content, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _static(out: Path) -> None:
+    js = out / "plotly.min.js"
+    bundle = get_plotlyjs()
+    # Same bundle already there (a re-run): leave it, its mtime and any open tab alone.
+    if not js.is_file() or js.stat().st_size != len(bundle.encode("utf-8")):
+        _write(js, bundle)
+    _write(out / "report.css", CSS)
+
+
+def write_report(lake, out_dir: str | os.PathLike, page_size: int = 100, caps: Caps = Caps()) -> ReportResult:
+    if page_size < 1:
+        raise ValueError("page_size must be at least 1")
+    out = Path(out_dir)
+    (out / GROUPS_DIR).mkdir(parents=True, exist_ok=True)
+    _static(out)
+    tables = LakeTables.read(lake)
+    missing = set(tables.missing)
+
+    try:
+        written: set[str] = set()
+        for g in group_pages(tables, caps):
+            name = page_name(g.cluster, g.group_id)
+            _write(out / GROUPS_DIR / name, group_page.render(g, missing, caps))
+            written.add(name)
+        for stale in (out / GROUPS_DIR).glob("*.html"):
+            if stale.name not in written:
+                stale.unlink()
+        return _write_overview(out, tables, page_size, lake, len(written))
+    finally:
+        tables.release()
+
+
+def _write_overview(out: Path, tables: LakeTables, page_size: int, lake, n_groups: int) -> ReportResult:
+    pages_total = max(1, -(-n_groups // page_size))
+    totals = {"rebalances": 0, "rebalancing_ms": 0, "duplicate_windows": 0, "duplicate_records": 0,
+              "idle_members": 0, "storms": 0, "incomplete_rebalances": 0}
+    clusters: set[str] = set()
+    first_page: list[dict] = []
+    current: list[dict] = []
+    page_no, rank = 1, 0
+    for row in overview_rows(tables):
+        rank += 1
+        row["rank"] = rank
+        clusters.add(row["cluster"])
+        for k in totals:
+            totals[k] += row.get(k) or 0
+        current.append(row)
+        if len(current) == page_size:
+            if page_no == 1:
+                first_page = current
+            else:
+                _write(out / overview_name(page_no), _overview_page(current, page_no, pages_total, None, tables, lake, clusters))
+            page_no += 1
+            current = []
+    if current:
+        if page_no == 1:
+            first_page = current
+        else:
+            _write(out / overview_name(page_no), _overview_page(current, page_no, pages_total, None, tables, lake, clusters))
+    summary = (totals, rank, len(clusters))
+    index = out / overview_name(1)
+    _write(index, _overview_page(first_page, 1, pages_total, summary, tables, lake, clusters))
+    # Overview pages of an earlier, longer report would link to pages that no longer exist.
+    for p in out.glob("overview-*.html"):
+        try:
+            if int(p.stem.split("-", 1)[1]) > pages_total:
+                p.unlink()
+        except ValueError:
+            pass
+    return ReportResult(out, index, n_groups, pages_total, sorted(tables.missing))
+
+
+def _overview_page(rows, page_no, pages_total, summary, tables: LakeTables, lake, clusters) -> str:
+    missing = set(tables.missing)
+    body = []
+    gold_missing = sorted(m for m in missing if m not in ("member_assignments", "consumer_group_epochs"))
+    if gold_missing:
+        body.append(f'<div class="banner">Not computed yet: {text(", ".join(gold_missing))}. '
+                    "Run <code>rebalance-audit run</code> to compute them; their columns read "
+                    "“not computed” below.</div>")
+    if summary is not None:
+        totals, n, n_clusters = summary
+        body.append(cards([
+            ("consumer groups", f"{n:,}", False),
+            ("clusters", f"{n_clusters:,}", False),
+            ("logical rebalances", fmt_int(totals["rebalances"]) if "rebalance_episodes" not in missing else NOT_COMPUTED, False),
+            ("never completed", fmt_int(totals["incomplete_rebalances"]) if "rebalance_episodes" not in missing else NOT_COMPUTED,
+             bool(totals["incomplete_rebalances"])),
+            ("time rebalancing", fmt_duration(totals["rebalancing_ms"]) if "rebalance_episodes" not in missing else NOT_COMPUTED, False),
+            ("duplicate windows", fmt_int(totals["duplicate_windows"]) if "duplicate_windows" not in missing else NOT_COMPUTED,
+             bool(totals["duplicate_windows"])),
+            ("records at risk of re-processing",
+             fmt_int(totals["duplicate_records"]) if "duplicate_windows" not in missing else NOT_COMPUTED, bool(totals["duplicate_records"])),
+            ("idle members", fmt_int(totals["idle_members"]) if "idle_consumers" not in missing else NOT_COMPUTED,
+             bool(totals["idle_members"])),
+            ("storms", fmt_int(totals["storms"]) if "rebalance_storms" not in missing else NOT_COMPUTED, bool(totals["storms"])),
+        ]))
+        top = [r for r in rows[:TOP_GROUPS] if r.get("rebalances")]
+        if top:
+            body.append(f'<section id="top-section"><h2>Most rebalanced groups (top {len(top)})</h2>'
+                        + figure_html(figures.overview_figure(top, len(clusters)), "top-groups") + "</section>")
+    nav = pager(page_no, pages_total, overview_name)
+    headers = [("#", True), ("group", False), ("cluster", False), ("kind", False), ("rebalances", True),
+               ("never completed", True), ("time rebalancing", True), ("duplicate windows", True),
+               ("records at risk", True), ("skip windows", True), ("idle members", True), ("storms", True),
+               ("commit anomalies", True), ("coverage gaps", True)]
+    body_rows = []
+    for r in rows:
+        href = f"{'groups'}/{page_name(r['cluster'], r['group_id'])}"
+        body_rows.append([
+            str(r["rank"]), f'<a href="{text(href)}">{text(r["group_id"])}</a>', text(r["cluster"]),
+            text(r.get("protocol_kind") or "—"), fmt_int(r.get("rebalances")), fmt_int(r.get("incomplete_rebalances")),
+            fmt_duration(r.get("rebalancing_ms")), fmt_int(r.get("duplicate_windows")), fmt_int(r.get("duplicate_records")),
+            fmt_int(r.get("skip_windows")), fmt_int(r.get("idle_members")), fmt_int(r.get("storms")),
+            fmt_int(r.get("anomalies")), fmt_int(r.get("coverage_gaps")),
+        ])
+    body.append('<section id="groups-section"><h2>Consumer groups, ranked by rebalances</h2>'
+                '<p class="note">Ranked by logical rebalances (start-up and shut-down excluded), then time spent '
+                "rebalancing, then records at risk of re-processing.</p>"
+                + nav + (table("groups", headers, body_rows) if body_rows else '<p class="note">No consumer groups in the lake.</p>')
+                + nav + "</section>")
+    generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    sub = f"lake {text(getattr(lake, 'root', lake))} · generated {generated}"
+    if pages_total > 1:
+        sub += f" · page {page_no} of {pages_total}"
+    return page("rebalance-audit report", "Consumer group rebalances", sub, "".join(body))

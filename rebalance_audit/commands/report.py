@@ -1,0 +1,52 @@
+"""`rebalance-audit report [--lake DIR] [--out DIR]`: write the SRE dashboards as static HTML.
+
+The report works offline (plotly.js is written once next to the pages) and says "not
+computed" for any table the lake does not have yet. It prints the path of the index page
+on stdout, so `xdg-open "$(rebalance-audit report)"` opens it.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from rebalance_audit.cli import UsageError, add_common_options
+
+DEFAULT_OUT_ENV = "REBALANCE_AUDIT_REPORT_DIR"
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "report",
+        help="write the SRE dashboards (static HTML) and print where",
+        description="Write the overview and one page per consumer group as self-contained static HTML.",
+    )
+    add_common_options(p)
+    p.add_argument("--out", default=os.environ.get(DEFAULT_OUT_ENV, "./report"), metavar="DIR",
+                   help="folder to write the report into (default ./report, or $REBALANCE_AUDIT_REPORT_DIR)")
+    p.add_argument("--page-size", type=int, default=100, metavar="N", help="groups per overview page (default 100)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from pipelines.lake import Lake
+
+    if args.page_size < 1:
+        raise UsageError("--page-size must be at least 1")
+    lake_root = args.lake
+    if "://" not in lake_root and not Path(lake_root).is_dir():
+        raise UsageError(f"no lake at {lake_root} (run `rebalance-audit ingest ...` first, or pass --lake)")
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} exists and is not a folder")
+
+    from dashboards.report import write_report
+    from pipelines.spark import get_spark
+
+    lake = Lake(lake_root, spark=get_spark(args.spark_master))
+    result = write_report(lake, out, page_size=args.page_size)
+    if result.missing_tables:
+        print(f"report: not computed yet: {', '.join(result.missing_tables)}", file=sys.stderr)
+    print(f"report: {result.groups} groups, {result.overview_pages} overview page(s)", file=sys.stderr)
+    print(result.index.resolve())
+    return 0

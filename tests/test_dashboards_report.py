@@ -1,0 +1,251 @@
+"""The SRE report, built from every recording and opened in a real headless Chromium.
+
+The lake is tests/recordings_lake.py's (each recording its own cluster), with gold (and
+what-if, where that job exists) computed into it. Expected counts come from the lake's
+tables, read with Spark independently of the report's own queries. Screenshots go to
+test-artifacts/dashboards/.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+from pathlib import Path
+
+import pytest
+from pyspark.sql import functions as F
+
+from dashboards.browser import Browser, find_chromium
+from dashboards.data import Caps
+from dashboards.replicate import copy_groups
+from dashboards.report import write_report
+from dashboards.safe import page_name
+from pipelines.lake import Lake
+from rebalance_audit.cli import main
+from tests.recordings_lake import segments_lake, spark  # noqa: F401
+
+REPO = Path(__file__).resolve().parents[1]
+ARTIFACTS = REPO / "test-artifacts" / "dashboards"
+HOSTILE_GROUP = "<img src=x onerror=alert(1)>"
+HOSTILE_CLIENT = '"><script>alert(2)</script>'
+
+pytestmark = pytest.mark.skipif(find_chromium() is None, reason="chromium missing: run scripts/setup-browser.sh")
+
+
+def _build_gold(lake: Lake) -> None:
+    try:
+        from pipelines.gold.runner import update_gold
+    except ImportError:
+        update_gold = None
+    if update_gold is not None:
+        update_gold(lake)
+        return
+    from pipelines.gold import GoldInputs, build_all
+
+    required = ("offset_commits", "group_generations", "member_assignments")
+    optional = ("consumer_group_epochs", "consumer_group_members", "current_assignments", "target_assignments",
+                "topic_ids", "coordinator_events", "partition_end_offsets")
+    inputs = GoldInputs(**{t: lake.read(t) for t in required}, **{t: lake.read(t) for t in optional if lake.exists(t)},
+                        bronze_positions=lake.read("offsets_records").select("cluster", "partition", "offset", "control"))
+    for name, df in build_all(inputs).items():
+        lake.write_df(name, df, mode="overwrite", partition_by=["cluster"])
+
+
+@pytest.fixture(scope="module")
+def gold_lake(segments_lake):  # noqa: F811
+    if not segments_lake.exists("rebalance_episodes"):
+        _build_gold(segments_lake)
+    if not segments_lake.exists("whatif_summary"):
+        try:
+            from pipelines.whatif.spark_job import update_whatif
+        except ImportError:
+            update_whatif = None
+        if update_whatif is not None:
+            update_whatif(segments_lake)
+    return segments_lake
+
+
+@pytest.fixture(scope="module")
+def report(gold_lake, tmp_path_factory):
+    out = tmp_path_factory.mktemp("report")
+    return write_report(gold_lake, out, page_size=500)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with Browser() as b:
+        yield b
+
+
+def _groups(lake: Lake) -> set[tuple[str, str]]:
+    keys = None
+    for t in ("group_generations", "offset_commits", "consumer_group_epochs"):
+        if lake.exists(t):
+            df = lake.read(t).select("cluster", "group_id")
+            keys = df if keys is None else keys.unionByName(df)
+    return {(r.cluster, r.group_id) for r in keys.distinct().collect()}
+
+
+def _plots(b: Browser) -> dict:
+    return b.evaluate("""Object.fromEntries(Array.from(document.querySelectorAll('.js-plotly-plot'))
+        .map(d => [d.id, {traces: d.data.length, names: d.data.map(t => t.name)}]))""")
+
+
+def _rows(b: Browser, table_id: str) -> int:
+    return b.evaluate(f"document.querySelectorAll('table#{table_id} tbody tr').length")
+
+
+def _assert_clean(load) -> None:
+    assert load.problems == [], load.problems
+
+
+def test_overview_in_browser(report, gold_lake, browser):
+    load = browser.open(report.index)
+    _assert_clean(load)
+    groups = _groups(gold_lake)
+    assert report.groups == len(groups)
+    assert _rows(browser, "groups") == len(groups)
+    plots = _plots(browser)
+    assert plots["top-groups"]["traces"] == 2
+    browser.screenshot(ARTIFACTS / "overview.png")
+
+    # Every group is linked, by its safe file name, to a page that exists.
+    hrefs = browser.evaluate("Array.from(document.querySelectorAll('table#groups a')).map(a => a.getAttribute('href'))")
+    assert sorted(hrefs) == sorted(f"groups/{page_name(c, g)}" for c, g in groups)
+    assert all((report.out_dir / h).is_file() for h in hrefs)
+    # plotly.js is one file beside the pages, not inlined and not fetched from anywhere.
+    assert (report.out_dir / "plotly.min.js").stat().st_size > 1_000_000
+    assert report.index.stat().st_size < 200_000
+
+
+def _episode_counts(lake: Lake):
+    e = lake.read("rebalance_episodes")
+    real = e.where(~F.coalesce(F.col("empty_transition"), F.lit(False)))
+    return {(r.cluster, r.group_id): r.n for r in real.groupBy("cluster", "group_id")
+            .agg(F.countDistinct("incarnation", "logical_rebalance_id").alias("n")).collect()}
+
+
+def test_group_page_in_browser(report, gold_lake, browser):
+    counts = _episode_counts(gold_lake)
+    (cluster, group), n_rebalances = max(counts.items(), key=lambda kv: (kv[1], kv[0]))
+    page = report.out_dir / "groups" / page_name(cluster, group)
+    load = browser.open(page)
+    _assert_clean(load)
+    browser.screenshot(ARTIFACTS / "group.png")
+
+    assert browser.evaluate("document.querySelector('h1').textContent") == group
+    # The overview's card and the lake agree on the number of logical rebalances.
+    card = browser.evaluate("""Array.from(document.querySelectorAll('.card'))
+        .find(c => c.querySelector('.k').textContent === 'logical rebalances').querySelector('.v').textContent""")
+    assert int(card.replace(",", "")) == n_rebalances
+
+    def rows(t):
+        return gold_lake.read(t).where((F.col("cluster") == cluster) & (F.col("group_id") == group))
+
+    members = {r.member_id for r in rows("ownership_intervals").select("member_id").distinct().collect() if r.member_id}
+    plots = _plots(browser)
+    owners = [n for n in plots["timeline"]["names"] if n in members]
+    assert sorted(owners) == sorted(members)  # one bar trace per member that owned something
+    episodes = rows("rebalance_episodes").count()
+    assert _rows(browser, "episodes") == min(episodes, Caps().episodes)
+    assert "rebalance episode" in plots["timeline"]["names"]
+    dups = rows("duplicate_windows").count()
+    if dups:
+        assert _rows(browser, "duplicates") == min(dups, Caps().windows)
+    storms = rows("rebalance_storms").count()
+    assert _rows(browser, "storms") == storms
+    assert plots["commit-rate"]["traces"] >= 1
+    parts = {f"{r.topic}-{r.partition}" for r in rows("offset_commits").select("topic", "partition").distinct().collect()}
+    assert set(plots["commit-rate"]["names"]) <= parts
+    if gold_lake.exists("whatif_summary"):
+        assignors = rows("whatif_summary").select("incarnation", "assignor").distinct().collect()
+        latest = max(r.incarnation or 0 for r in assignors)
+        n = sum(1 for r in assignors if (r.incarnation or 0) == latest and r.assignor != "actual")
+        assert plots["whatif"]["traces"] == 3
+        assert _rows(browser, "whatif-table") == n + 1  # + what happened
+
+
+def test_spark_and_python_agree_on_group_keys(spark):  # noqa: F811
+    """Pages are streamed in the order of a key Spark computes; the file name uses Python's."""
+    from dashboards.data import group_key_col
+    from dashboards.safe import group_hash
+
+    ids = [("c", HOSTILE_GROUP), ("prod", "\u00e9v\u00e9nements-\U0001f600"), ("", "")]
+    got = spark.createDataFrame(ids, "cluster string, group_id string").select(group_key_col().alias("k")).collect()
+    assert [r.k for r in got] == [group_hash(c, g) for c, g in ids]
+
+
+def test_every_group_page_renders(report, browser):
+    """Each page loads cleanly: no console error, every figure drawn."""
+    pages = sorted((report.out_dir / "groups").glob("*.html"))
+    assert len(pages) == report.groups
+    for p in pages:
+        load = browser.open(p)
+        assert load.problems == [], (p.name, load.problems)
+
+
+@pytest.fixture(scope="module")
+def hostile_report(gold_lake, tmp_path_factory):
+    """One recording's group under hostile ids, in a lake where the what-if and skip tables
+    were never computed; the report is written by the command line."""
+    counts = _episode_counts(gold_lake)
+    cluster = max(counts.items(), key=lambda kv: (kv[1], kv[0]))[0][0]
+    dst = Lake(tmp_path_factory.mktemp("hostile-lake"), spark=gold_lake.spark)
+    tables = [t for t in gold_lake.tables() if t not in ("whatif_summary", "whatif_episodes", "skip_windows")]
+    copy_groups(gold_lake, dst, tables=tables, clusters=[cluster],
+                rename=lambda gid, i: F.lit(HOSTILE_GROUP),
+                strings={"client_id": lambda c: F.lit(HOSTILE_CLIENT),
+                         "member_id": lambda c: F.concat(F.lit("<b>m</b>"), c),
+                         "trigger_member": lambda c: F.concat(F.lit("<b>m</b>"), c)})
+    out = tmp_path_factory.mktemp("hostile-report")
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        rc = main(["report", "--lake", str(dst.root), "--out", str(out)])
+    return rc, stdout.getvalue(), stderr.getvalue(), out, cluster
+
+
+def test_report_command(hostile_report, tmp_path):
+    rc, stdout, stderr, out, _ = hostile_report
+    assert rc == 0, stderr
+    assert Path(stdout.strip()) == (out / "index.html").resolve()
+    assert "not computed yet: skip_windows, whatif_summary" in stderr
+    assert "1 groups" in stderr
+    # No lake there: bad usage, one line, exit 2.
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert main(["report", "--lake", str(tmp_path / "nothing"), "--out", str(tmp_path / "r")]) == 2
+    assert "no lake at" in err.getvalue() and len(err.getvalue().strip().splitlines()) == 1
+
+
+def test_hostile_ids_render_as_text(hostile_report, browser):
+    rc, _, stderr, out, cluster = hostile_report
+    assert rc == 0, stderr
+    load = browser.open(out / "index.html")
+    _assert_clean(load)
+    assert load.dialogs == []
+    assert browser.evaluate("document.querySelectorAll('img, [onerror]').length") == 0
+    cell = browser.evaluate("document.querySelector('table#groups tbody tr a').textContent")
+    assert cell == HOSTILE_GROUP
+    visible = browser.evaluate("document.body.innerText")
+    assert HOSTILE_GROUP in visible
+    browser.screenshot(ARTIFACTS / "hostile-overview.png")
+
+    name = page_name(cluster, HOSTILE_GROUP)
+    assert re.fullmatch(r"[a-z0-9._-]+\.html", name)
+    assert sorted(p.name for p in (out / "groups").iterdir()) == [name]
+    load = browser.open(out / "groups" / name)
+    _assert_clean(load)
+    assert browser.evaluate("document.querySelector('h1').textContent") == HOSTILE_GROUP
+    assert browser.evaluate("document.querySelectorAll('img, [onerror]').length") == 0
+    # Plotly draws legend entries from its HTML dialect: the member ids show their tags as text.
+    legend = browser.evaluate("Array.from(document.querySelectorAll('#timeline .legendtext')).map(t => t.textContent)")
+    assert any(t.startswith("<b>m</b>") for t in legend), legend
+    assert browser.evaluate("document.querySelectorAll('#timeline .legendtext b').length") == 0
+    hover = browser.evaluate("document.getElementById('timeline').data.flatMap(t => t.hovertext || []).join('\\n')")
+    assert HOSTILE_CLIENT not in hover and "&lt;script&gt;" in hover
+    browser.screenshot(ARTIFACTS / "hostile-group.png")
+
+    # Tables never computed say so instead of failing.
+    for section in ("whatif-section", "skips-section"):
+        assert "not computed" in browser.evaluate(f"document.getElementById('{section}').innerText")
+    assert "not computed" not in browser.evaluate("document.getElementById('duplicates-section').innerText")
