@@ -1,96 +1,283 @@
-"""Gold findings on the real recordings, checked against the consumers' ground truth.
+"""Gold findings on all fourteen recordings, checked against the consumers' ground truth.
 
-Ground truth: `consumers/*.jsonl` and `truth_summary.json` of each recording
-(../shared/recordings/README.md). Storm parameters fitted to the recordings' minute-long
-timescale: K=10 logical rebalances inside W=1 minute.
+Gold is built in few passes over the shared recordings lakes (tests/recordings_lake.py,
+one `cluster` per recording), and every test then filters by cluster:
+
+* `update_gold` on the segments lake (segment files + server.log), written to the lake:
+  the findings tests read the written tables back;
+* one `build_all` pass over both lakes *without* logs, the segments lake's clusters as
+  `segments/<scenario>` and the wire lake's as `wire/<scenario>`: the two inputs must give
+  identical tables, and the same handovers, owners and windows as with logs.
+
+Ground truth: `consumers/*.jsonl` summarized in each recording's `truth_summary.json`
+(../shared/recordings/README.md). Per-recording settings (client heartbeat interval,
+KIP-848 broker session settings) come from `scenario.json` and `server.properties`, as a
+user would pass them. Storm parameters fitted to the recordings' minute-long timescale:
+K=10 logical rebalances inside W=1 minute (storm_flapping's flapper joins 10 times in
+about 60 s; a rolling restart of 4 members costs 4 logical rebalances per ~40 s).
 """
 from __future__ import annotations
 
+import json
 import math
+from collections import Counter, defaultdict
+from functools import lru_cache
 
 import pytest
+from pyspark.sql import functions as F
 
-import gold_fixtures as gf
+from pipelines.gold import GoldParams, build_all, runner, settings
+from tests.conftest import RECORDINGS
+from tests.recordings_lake import SCENARIOS, WIRE_SCENARIOS, segments_lake, spark, wire_lake  # noqa: F401
 
-pytestmark = pytest.mark.skipif(not gf.SCENARIOS, reason="recordings not found")
+pytestmark = pytest.mark.skipif(not SCENARIOS, reason="recordings not found")
 
 STORM_K, STORM_W_MIN = 10, 1.0
+PARAMS = GoldParams(storm_min_rebalances=STORM_K, storm_window_minutes=STORM_W_MIN)
+TRANSIENT = {"cooperative_handover_in_progress", "kip848_pending_revocation"}
 
 
-def _real_duplicates(scenario: str) -> dict[str, set]:
+# ----------------------------------------------------------------------------- ground truth
+@lru_cache(maxsize=None)
+def truth(scenario: str) -> dict:
+    return json.loads((RECORDINGS / scenario / "truth_summary.json").read_text())
+
+
+def real_duplicates(scenario: str) -> dict[str, set]:
+    """Per group: the (topic, partition, offset) really processed more than once.
+
+    Transactional groups: only processing inside committed transactions counts (an
+    aborted transaction's output never became visible)."""
     out = {}
-    for g, v in gf.truth(scenario)["groups"].items():
+    for g, v in truth(scenario)["groups"].items():
         d = v["duplicates"]
         if d.get("effective_duplicates_in_committed_transactions") is not None:
-            out[g] = set()  # transactional: only committed-transaction re-processing counts (there is none)
+            # [client, member, ts, incarnation, generation_hint, txn_seq, txn_committed]
+            offs = {(t, p, o) for t, p, o, procs in d["list"] if sum(1 for x in procs if x[6]) > 1}
+            assert len(offs) == d["effective_duplicates_in_committed_transactions"]
         else:
-            out[g] = {(t, p, o) for t, p, o, _ in d["list"]}
+            offs = {(t, p, o) for t, p, o, _ in d["list"]}
+        out[g] = offs
     return out
 
 
-def _windows(built):
-    return [w for w in built.table("duplicate_windows")]
+def recording_settings(scenario: str, cluster: str | None = None) -> dict:
+    """The settings a user of this recording's cluster would give: the clients' heartbeat
+    interval (scenario.json) and the broker's group.consumer.* (server.properties)."""
+    sc = json.loads((RECORDINGS / scenario / "scenario.json").read_text())
+    found: list[int] = []
+
+    def walk(o):
+        if isinstance(o, dict):
+            for k, v in o.items():
+                if k == "heartbeat.interval.ms":
+                    found.append(int(v))
+                walk(v)
+        elif isinstance(o, list):
+            for v in o:
+                walk(v)
+
+    walk(sc)
+    hb = Counter(found).most_common(1)[0][0] if found else None
+    return settings.from_broker_properties(cluster or scenario, (RECORDINGS / scenario / "server.properties").read_text(), hb)
 
 
-@pytest.mark.parametrize("scenario", ["crash_autocommit", "poll_timeout", "kip848_consumer_protocol"])
-def test_windows_cover_real_duplicates(scenario):
-    built = gf.build(scenario)
-    real = _real_duplicates(scenario)
-    wins = _windows(built)
+# ----------------------------------------------------------------------------- gold passes
+class Tables:
+    """Gold tables as Python rows, by cluster."""
+
+    def __init__(self, rows: dict[str, list[dict]]):
+        self.rows = rows
+
+    def of(self, table: str, cluster: str, group: str | None = None) -> list[dict]:
+        return [r for r in self.rows[table] if r["cluster"] == cluster and (group is None or r["group_id"] == group)]
+
+
+@pytest.fixture(scope="module")
+def gold_run(segments_lake):
+    run = runner.update_gold(segments_lake, PARAMS, cluster_settings=[recording_settings(s) for s in SCENARIOS])
+    return run
+
+
+@pytest.fixture(scope="module")
+def gold(segments_lake, gold_run) -> Tables:
+    """The tables update_gold wrote, read back from the lake (no Spark job)."""
+    return Tables({t: segments_lake.read_arrow(t).to_pylist() for t in runner.GOLD_TABLES})
+
+
+def _renamed(inputs, prefix: str, with_logs: bool):
+    out = {}
+    for name, df in vars(inputs).items():
+        if df is None or (name == "coordinator_events" and not with_logs):
+            continue
+        out[name] = df.withColumn("cluster", F.concat(F.lit(prefix), F.col("cluster")))
+    return out
+
+
+@pytest.fixture(scope="module")
+def without_logs(segments_lake, wire_lake, spark) -> Tables:  # noqa: F811
+    """One pass, no logs: clusters `segments/<scenario>` and `wire/<scenario>`."""
+    from pipelines.gold import GoldInputs
+
+    seg = _renamed(runner.read_inputs(segments_lake), "segments/", with_logs=False)
+    wire = _renamed(runner.read_inputs(wire_lake), "wire/", with_logs=False)
+    merged = {}
+    for name in set(seg) | set(wire):
+        parts = [d[name] for d in (seg, wire) if name in d]
+        df = parts[0]
+        for p in parts[1:]:
+            df = df.unionByName(p, allowMissingColumns=True)
+        merged[name] = df
+    rows = [recording_settings(s, p + s) for p in ("segments/", "wire/") for s in SCENARIOS]
+    merged["cluster_settings"] = settings.to_spark(spark, rows)
+    merged.pop("partition_end_offsets", None)
+    out = build_all(GoldInputs(**merged), PARAMS)
+    wanted = ("rebalance_episodes", "duplicate_windows", "ownership_intervals", "idle_consumers", "rebalance_storms")
+    return Tables({t: [r.asDict() for r in out[t].collect()] for t in wanted})
+
+
+# ----------------------------------------------------------------------------- figures
+def window_figures(tables: Tables, scenario: str, cluster: str | None = None) -> dict:
+    cluster = cluster or scenario
+    real = real_duplicates(scenario)
+    wins = tables.of("duplicate_windows", cluster)
     total = sum(len(s) for s in real.values())
     covered = sum(
         1 for g, offs in real.items() for (t, p, o) in offs
         if any(w["group_id"] == g and w["topic"] == t and w["partition"] == p
                and w["start_offset"] <= o < w["end_offset_high"] for w in wins)
     )
-    high = sum(w["end_offset_high"] - w["start_offset"] for w in wins)
-    est = sum(w["estimated_records"] for w in wins)
-    assert covered >= math.ceil(0.99 * total), (covered, total)
-    assert high <= 3 * total, (high, total)
-    assert abs(est - total) <= 0.25 * total, (est, total)
+    return {
+        "real": total,
+        "covered": covered,
+        "high": sum(w["end_offset_high"] - w["start_offset"] for w in wins),
+        "estimate": sum(w["estimated_records"] for w in wins),
+        "windows": len(wins),
+    }
 
 
-@pytest.mark.parametrize("scenario", ["storm_flapping", "idle_overprovisioned", "static_membership", "transactional_commits"])
-def test_no_estimated_duplicates_where_none_happened(scenario):
-    built = gf.build(scenario)
-    real = _real_duplicates(scenario)
-    bad = [w for w in _windows(built) if not real.get(w["group_id"]) and w["estimated_records"] > 0]
+# ----------------------------------------------------------------------------- duplicates
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_windows_cover_real_duplicates(gold, scenario):
+    f = window_figures(gold, scenario)
+    total = f["real"]
+    assert f["covered"] >= math.ceil(0.99 * total), f
+    assert f["high"] <= 3 * total, f
+    assert abs(f["estimate"] - total) <= 0.25 * total, f
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_no_estimated_duplicates_where_none_happened(gold, scenario):
+    real = real_duplicates(scenario)
+    bad = [w for w in gold.of("duplicate_windows", scenario) if not real.get(w["group_id"]) and w["estimated_records"] > 0]
     assert bad == []
 
 
-@pytest.mark.parametrize("scenario", ["idle_overprovisioned", "cooperative_rolling", "kip848_consumer_protocol"])
-def test_idle_members_found(scenario):
-    built = gf.build(scenario)
-    found = {(r["group_id"], r["member_id"], r["generation"]) for r in built.table("idle_consumers")}
-    for g, v in gf.truth(scenario)["groups"].items():
+# ----------------------------------------------------------------------------- idle members
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_idle_members_found(gold, scenario):
+    rows = gold.of("idle_consumers", scenario)
+    found = {(r["group_id"], r["member_id"], r["generation"]): r for r in rows}
+    expected = set()
+    for g, v in truth(scenario)["groups"].items():
         for gen, members in (v.get("idle_members_per_generation") or {}).items():
             for m in members:
-                assert (g, m["member_id"], int(gen)) in found, (g, m, gen)
+                expected.add((g, m["member_id"], int(gen)))
+    missing = expected - set(found)
+    assert not missing, missing
+    # What the consumers never saw as idle can only be a transient state (a member between
+    # the two rounds of a cooperative handover, or reconciling under KIP-848).
+    extra = {k: found[k]["cause"] for k in set(found) - expected if not found[k]["transient"]}
+    assert not extra, extra
+    for k in expected:
+        protocol_transient = found[k]["cause"] in TRANSIENT
+        assert found[k]["transient"] == protocol_transient, found[k]
 
 
-def test_storm_flagged_only_in_storm_group():
-    from pipelines.gold import GoldParams, storms
-
-    for scenario in ["storm_flapping", "cooperative_rolling", "multi_topic_sticky"]:
-        built = gf.build(scenario)
-        params = GoldParams(storm_min_rebalances=STORM_K, storm_window_minutes=STORM_W_MIN)
-        rows = storms.build_rebalance_storms(built.gold["rebalance_episodes"], params).collect()
-        groups = {r["group_id"] for r in rows}
-        assert groups == ({"g-storm"} if scenario == "storm_flapping" else set()), (scenario, groups)
+def test_idle_causes(gold):
+    causes = {(r["member_id"][:2], r["generation"]): r["cause"] for r in gold.of("idle_consumers", "idle_overprovisioned")}
+    assert causes == {("c5", 1): "more_members_than_partitions", ("c6", 1): "more_members_than_partitions",
+                      ("c6", 2): "more_members_than_partitions"}
+    coop = gold.of("idle_consumers", "cooperative_rolling")
+    assert coop and all(r["cause"] == "cooperative_handover_in_progress" and r["transient"] for r in coop)
 
 
-@pytest.mark.parametrize("scenario", ["crash_autocommit", "scale_out_range", "cooperative_rolling"])
-def test_one_episode_per_preparing_line(scenario):
-    built = gf.build(scenario)
-    eps = built.table("rebalance_episodes")
-    for g, v in gf.truth(scenario)["groups"].items():
-        lines = v["rebalances"]["server_log_preparing_rebalance"]
-        assert len([e for e in eps if e["group_id"] == g]) == len(lines), g
+# ----------------------------------------------------------------------------- storms
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_storm_flagged_only_in_storm_group(gold, scenario):
+    rows = gold.of("rebalance_storms", scenario)
+    assert {r["group_id"] for r in rows} == ({"g-storm"} if scenario == "storm_flapping" else set())
 
 
-def test_segments_and_wire_agree():
-    a = gf.build("crash_autocommit", "segments")
-    b = gf.build("crash_autocommit", "wire")
-    key = lambda w: (w["group_id"], w["topic"], w["partition"], w["from_member"], w["to_member"], w["start_offset"],
-                     w["end_offset_estimate"], w["end_offset_high"], w["cause"])
-    assert sorted(map(key, a.table("duplicate_windows"))) == sorted(map(key, b.table("duplicate_windows")))
+def test_storm_details(gold):
+    (storm,) = gold.of("rebalance_storms", "storm_flapping")
+    assert storm["episodes"] >= STORM_K
+    # Every flapper run is a new process with a new member id but the same client id and host.
+    assert storm["flapping_members"] and all(m.startswith("flapper") for m in storm["flapping_members"]), storm
+    assert storm["dominant_trigger"] in ("join", "leave")
+
+
+# ----------------------------------------------------------------------------- episodes
+def expected_episodes_with_logs(scenario: str, group: str) -> int:
+    r = truth(scenario)["groups"][group]["rebalances"]
+    if r["consumer_protocol_group_epochs"]:
+        return len(r["consumer_protocol_group_epochs"])  # KIP-848: one per group epoch bump
+    return len(r["server_log_preparing_rebalance"])
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_one_episode_per_preparing_line(gold, scenario):
+    for g in truth(scenario)["groups"]:
+        eps = gold.of("rebalance_episodes", scenario, g)
+        assert len(eps) == expected_episodes_with_logs(scenario, g), (g, sorted(e["to_generation"] for e in eps))
+        assert len({e["to_generation"] for e in eps}) == len(eps), g
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_one_episode_per_persisted_generation_without_logs(without_logs, scenario):
+    for g, v in truth(scenario)["groups"].items():
+        r = v["rebalances"]
+        if r["consumer_protocol_group_epochs"]:
+            expected = set(r["consumer_protocol_group_epochs"])
+        else:
+            expected = {m["generation"] for m in v["offsets_topic_group_metadata"]} - {0}
+        eps = without_logs.of("rebalance_episodes", "segments/" + scenario, g)
+        completed = {e["to_generation"] for e in eps if e["completed_at"] is not None}
+        assert completed == expected, g
+        assert all(e["start_source"] == "records" for e in eps)
+
+
+# ----------------------------------------------------------------------------- inputs agree
+def _key(table: str, r: dict) -> tuple:
+    drop = {"cluster"}
+    return tuple(sorted((k, str(v)) for k, v in r.items() if k not in drop))
+
+
+@pytest.mark.parametrize("scenario", WIRE_SCENARIOS)
+def test_segments_and_wire_agree(without_logs, scenario):
+    for table in without_logs.rows:
+        a = sorted(_key(table, r) for r in without_logs.of(table, "segments/" + scenario))
+        b = sorted(_key(table, r) for r in without_logs.of(table, "wire/" + scenario))
+        assert a == b, table
+
+
+HANDOVER = ("group_id", "topic", "partition", "from_member", "to_member", "start_offset", "end_offset_high")
+OWNER = ("group_id", "topic", "partition", "member_id", "start_pos", "end_pos")
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_logs_change_only_times_and_reasons(gold, without_logs, scenario):
+    for table, cols in (("duplicate_windows", HANDOVER), ("ownership_intervals", OWNER)):
+        a = sorted(tuple(r[c] for c in cols) for r in gold.of(table, scenario))
+        b = sorted(tuple(r[c] for c in cols) for r in without_logs.of(table, "segments/" + scenario))
+        assert a == b, table
+
+
+# ----------------------------------------------------------------------------- runner
+def test_update_gold_twice_is_identical(segments_lake, gold, gold_run):
+    again = runner.update_gold(segments_lake, PARAMS, cluster_settings=[recording_settings(s) for s in SCENARIOS])
+    assert again.rows_written == gold_run.rows_written
+    for t in runner.GOLD_TABLES:
+        rows = segments_lake.read_arrow(t).to_pylist()
+        assert sorted(map(repr, rows)) == sorted(map(repr, gold.rows[t])), t
+        assert {r["cluster"] for r in rows} <= set(SCENARIOS)

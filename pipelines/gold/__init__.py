@@ -8,15 +8,30 @@ from __future__ import annotations
 from .model import GoldInputs, GoldParams
 
 
+def _pin(df):
+    """Materialize a result several tables build on, and cut its lineage.
+
+    Without this every table re-plans (and re-runs) the whole chain beneath it; the plans of
+    the later tables grow to thousands of nodes and Spark spends more time planning and
+    scheduling than computing. Checkpointed locally (executor memory/disk), not to storage.
+    """
+    return df.localCheckpoint(eager=True)
+
+
 def build_all(inputs: GoldInputs, params: GoldParams | None = None) -> dict:
-    """Every gold table for the given silver inputs (lazy DataFrames; nothing is collected)."""
+    """Every gold table for the given silver inputs.
+
+    The shared intermediate results (snapshots, ownership, attribution, episodes) are
+    computed here, once; the tables returned are lazy DataFrames over them.
+    """
     from . import anomalies, coverage, duplicates, episodes, idle, ownership, storms
 
     params = params or GoldParams()
-    snaps = ownership.assignment_snapshots(inputs)
-    holdings = ownership.build_ownership_intervals(inputs, snaps, params.consumer_session_timeout_ms).cache()
-    attributed = ownership.build_commit_attribution(inputs, holdings).cache()
-    eps = episodes.build_rebalance_episodes(inputs, snaps, params).cache()
+    inputs = inputs.pinned(_pin)
+    snaps = _pin(ownership.assignment_snapshots(inputs))
+    holdings = _pin(ownership.build_ownership_intervals(inputs, snaps, params))
+    attributed = _pin(ownership.build_commit_attribution(inputs, holdings))
+    eps = _pin(episodes.build_rebalance_episodes(inputs, snaps, params))
     out = {
         "ownership_intervals": holdings,
         "commit_attribution": attributed,

@@ -80,7 +80,7 @@ def build_skip_windows(inputs: GoldInputs, attributed: DataFrame, params: GoldPa
                       F.col("_d").alias("records"), F.lit("commit_jump").alias("cause"))
     if inputs.partition_end_offsets is not None:
         e = inputs.partition_end_offsets.select("cluster", "topic", "partition", F.col("end_offset").alias("_eo"),
-                                                F.unix_millis("sampled_ts").alias("_es"))
+                                                F.unix_millis("sampled_at").alias("_es"))
         ahead = a.join(e, ["cluster", "topic", "partition"]).where((F.col("_es") >= F.col("commit_ms")) & (F.col("offset") > F.col("_eo")))
         out = out.unionByName(ahead.select("cluster", "group_id", "topic", "partition", "member_id", F.col("record_ts").alias("commit_ts"),
                                            F.col("_eo").alias("start_offset"), F.col("offset").alias("end_offset"),

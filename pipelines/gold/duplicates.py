@@ -32,6 +32,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from . import events as ev_mod
+from . import settings
 from .model import GoldInputs, GoldParams
 
 TP = ["cluster", "group_id", "topic", "partition", "coordinator_partition"]
@@ -119,10 +120,10 @@ def build_duplicate_windows(inputs: GoldInputs, intervals: DataFrame, attributed
     else:
         h = h.withColumn("rebalance_start_ts", F.lit(None).cast("long"))
 
+    h = settings.attach(h, inputs.cluster_settings, params)
     classic = F.col("prev_protocol_kind") == "classic"
-    hb = F.when(classic, F.lit(params.classic_heartbeat_interval_ms)).otherwise(F.lit(params.consumer_heartbeat_interval_ms))
-    session = F.coalesce(F.col("prev_session_timeout_ms").cast("long"),
-                         F.lit(params.consumer_session_timeout_ms))
+    hb = F.when(classic, F.col("classic_heartbeat_interval_ms")).otherwise(F.col("consumer_heartbeat_interval_ms"))
+    session = F.coalesce(F.col("prev_session_timeout_ms").cast("long"), F.col("consumer_session_timeout_ms"))
     hb = F.least(hb, session / 3)
     end_join = F.coalesce("prev_end_join_ts", "prev_to_ms")
     gap_to_join = end_join - F.col("last_ms")
@@ -134,6 +135,14 @@ def build_duplicate_windows(inputs: GoldInputs, intervals: DataFrame, attributed
         (F.col("n_commits") >= 3) & (F.col("last_gap_ms") < F.lit(params.off_cadence_ratio) * F.col("cadence_ms"))
     )
     h = h.withColumn("_final", F.coalesce(final_commit, F.lit(False)))
+    # Commits stop when there is nothing new to commit (auto-commit and most manual loops
+    # skip unchanged offsets). A silence before the handover longer than the owner's cadence
+    # that neither a failure detection (session timeout) nor a poll timeout (rebalance
+    # timeout) explains means the owner had nothing left to process: no window.
+    detect = F.least(session, F.coalesce(F.col("prev_rebalance_timeout_ms").cast("long"), session))
+    silent = gap_to_join > cadence_high + grace
+    explained = F.coalesce("prev_owner_left", F.lit(False)) & (gap_to_join >= detect - hb - cadence_high)
+    h = h.withColumn("_idle_owner", F.coalesce(silent & ~explained, F.lit(False)))
     h = h.withColumn("_txn", F.coalesce(F.col("txn") == 1, F.lit(False)))
 
     left = F.coalesce("prev_owner_left", F.lit(False))
@@ -165,7 +174,7 @@ def build_duplicate_windows(inputs: GoldInputs, intervals: DataFrame, attributed
              .when(kind == "poll_timeout", "poll_timeout")
              .when(kind == "leave", "leave_without_final_commit")
              .otherwise("removed_without_final_commit"))
-    windows = h.where(~F.col("_final") & ~F.col("_txn") & F.col("start_offset").isNotNull() & F.col("rate_ms").isNotNull()) \
+    windows = h.where(~F.col("_final") & ~F.col("_txn") & ~F.col("_idle_owner") & F.col("start_offset").isNotNull() & F.col("rate_ms").isNotNull()) \
         .select(
             "cluster", "group_id", "incarnation", "topic", "partition",
             F.col("prev_member_id").alias("from_member"), F.col("member_id").alias("to_member"),
@@ -188,7 +197,7 @@ def _cap_by_end_offsets(inputs: GoldInputs, h: DataFrame) -> DataFrame:
     if inputs.partition_end_offsets is None:
         return h
     e = inputs.partition_end_offsets.select("cluster", "topic", "partition", F.col("end_offset").alias("_eo"),
-                                            F.unix_millis("sampled_ts").alias("_es"))
+                                            F.unix_millis("sampled_at").alias("_es"))
     cap = h.select("cluster", "topic", "partition", "from_ms").distinct().join(e, ["cluster", "topic", "partition"]) \
         .where(F.col("_es") >= F.col("from_ms")).groupBy("cluster", "topic", "partition", "from_ms").agg(F.min_by("_eo", "_es").alias("_cap"))
     h = h.join(cap, ["cluster", "topic", "partition", "from_ms"], "left")

@@ -183,13 +183,15 @@ def _consumer(inputs: GoldInputs) -> DataFrame | None:
     ev = ev_mod.events(inputs)
     if ev is not None:
         # A fence in the second before the bump is the cause (crash); the leave trigger otherwise.
-        f = ev.where(F.col("event") == "member_fenced").select("cluster", "group_id", F.col("ts").alias("_fts"),
-                                                               F.col("member_id").alias("_fm"))
-        o = out.join(f, ["cluster", "group_id"], "left").where(
-            F.col("_fts").isNull() | ((F.col("_fts") <= F.col("started_ms")) & (F.col("_fts") >= F.col("started_ms") - 1000)))
+        f = ev.where(F.col("event") == "member_fenced").select(F.col("cluster").alias("_fc"), F.col("group_id").alias("_fg"),
+                                                               F.col("ts").alias("_fts"), F.col("member_id").alias("_fm"))
+        # The window goes into the join condition: an epoch with no fence near it keeps its row.
+        near = (out["cluster"] == f["_fc"]) & (out["group_id"] == f["_fg"]) & (f["_fts"] <= out["started_ms"]) \
+            & (f["_fts"] >= out["started_ms"] - 1000)
+        o = out.join(f, near, "left")
         out = o.withColumn("trigger", F.when(F.col("_fm").isNotNull(), "crash").otherwise(F.col("trigger"))) \
-            .withColumn("trigger_member", F.coalesce("trigger_member", "_fm")).drop("_fts", "_fm") \
-            .dropDuplicates(["cluster", "group_id", "to_generation"])
+            .withColumn("trigger_member", F.coalesce("trigger_member", "_fm")) \
+            .dropDuplicates(["cluster", "group_id", "to_generation"]).drop("_fc", "_fg", "_fts", "_fm")
     return out
 
 

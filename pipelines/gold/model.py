@@ -22,8 +22,15 @@ class GoldInputs:
     # (cluster, partition, offset, control) of every bronze record: where the input has holes.
     bronze_positions: DataFrame | None = None
     coordinator_events: DataFrame | None = None
-    # live mode: (cluster, topic, partition, end_offset, sampled_ts)
+    # live mode: (cluster, topic, partition, end_offset, sampled_at)
     partition_end_offsets: DataFrame | None = None
+    # (cluster, classic_heartbeat_interval_ms, consumer_session_timeout_ms, consumer_heartbeat_interval_ms):
+    # settings the records do not hold, per cluster (see settings.py); missing → GoldParams' defaults.
+    cluster_settings: DataFrame | None = None
+
+    def pinned(self, pin) -> "GoldInputs":
+        """A copy with every given DataFrame passed through `pin` (e.g. materialized once)."""
+        return GoldInputs(**{k: (None if v is None else pin(v)) for k, v in vars(self).items()})
 
 
 @dataclass
@@ -31,6 +38,7 @@ class GoldParams:
     # Storms: at least K logical rebalances inside W minutes.
     storm_min_rebalances: int = 5
     storm_window_minutes: float = 10.0
+    # Defaults of the per-cluster settings (GoldInputs.cluster_settings) for clusters without a row.
     # Client heartbeat interval (not stored in the records; Java and librdkafka default 3 s).
     classic_heartbeat_interval_ms: int = 3000
     # KIP-848 broker settings (group.consumer.*; Kafka defaults).

@@ -16,7 +16,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from .model import GoldInputs, ms
+from . import settings
+from .model import GoldInputs, GoldParams, ms
 
 GROUP_KEYS = ["cluster", "group_id", "incarnation"]
 TP_KEYS = GROUP_KEYS + ["topic", "partition"]
@@ -117,7 +118,7 @@ def _member_metadata(inputs: GoldInputs) -> DataFrame:
     )
 
 
-def _consumer_intervals(inputs: GoldInputs, session_timeout_ms: int) -> DataFrame | None:
+def _consumer_intervals(inputs: GoldInputs, params: GoldParams) -> DataFrame | None:
     if inputs.current_assignments is None:
         return None
     recs = member_records(inputs)
@@ -150,10 +151,12 @@ def _consumer_intervals(inputs: GoldInputs, session_timeout_ms: int) -> DataFram
         ["cluster", "group_id", "member_id", "end_pos"])
     runs = runs.join(meta, ["cluster", "group_id", "member_id"], "left").join(
         epochs_end, ["cluster", "group_id", "member_id", "end_pos"], "left")
+    # A consumer-protocol session is the broker's setting, per cluster.
+    runs = settings.attach(runs, inputs.cluster_settings, params)
     return runs.select(
         "cluster", "group_id", F.lit(0).alias("incarnation"), F.lit("consumer").alias("protocol_kind"),
         F.lit(None).cast("string").alias("protocol"), "topic", "partition", "member_id", "group_instance_id",
-        "client_id", "client_host", F.lit(session_timeout_ms).cast("int").alias("session_timeout_ms"),
+        "client_id", "client_host", F.col("consumer_session_timeout_ms").cast("int").alias("session_timeout_ms"),
         F.col("rebalance_timeout_ms").cast("int"), F.lit("member").alias("owner_kind"), "coordinator_partition",
         "start_pos", "end_pos", "from_ms", "to_ms", "start_generation", "end_generation",
         F.col("to_ms").alias("end_join_ts"),
@@ -187,7 +190,7 @@ def _standalone_intervals(inputs: GoldInputs) -> DataFrame:
     )
 
 
-def build_ownership_intervals(inputs: GoldInputs, snaps: DataFrame | None = None, consumer_session_timeout_ms: int = 45000) -> DataFrame:
+def build_ownership_intervals(inputs: GoldInputs, snaps: DataFrame | None = None, params: GoldParams | None = None) -> DataFrame:
     """ownership_intervals: one (group, topic, partition) owned by one member from one time to another.
 
     `start_pos`/`end_pos` are the log positions of the records that gave and took the
@@ -196,7 +199,7 @@ def build_ownership_intervals(inputs: GoldInputs, snaps: DataFrame | None = None
     """
     snaps = snaps if snaps is not None else assignment_snapshots(inputs)
     parts = [_classic_intervals(inputs, snaps), _standalone_intervals(inputs)]
-    cons = _consumer_intervals(inputs, consumer_session_timeout_ms)
+    cons = _consumer_intervals(inputs, params or GoldParams())
     if cons is not None:
         parts.append(cons)
     out = parts[0]
