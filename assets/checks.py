@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 
 from dagster import (
-    AssetCheckExecutionContext,
     AssetCheckResult,
     AssetCheckSeverity,
     AssetCheckSpec,
@@ -74,7 +73,7 @@ def quality_check_for(asset: AssetsDefinition):
     step = f"{asset.node_def.name}_quality"
 
     @multi_asset_check(name=step, specs=specs, description=f"Great Expectations suites of {', '.join(tables)}")
-    def _check(context: AssetCheckExecutionContext, lake: LakeResource, spark: SparkResource):
+    def _check(context, lake: LakeResource, spark: SparkResource):
         from quality import check_tables
 
         target = lake.lake(spark.session())

@@ -184,7 +184,7 @@ def run_suite(lake, suite: Suite, gx_context, tables: TableCache | None = None,
         exps = [ExpectationOutcome(i.name, i.description, i.severity, True, 0, evaluated=False,
                                    note="table absent") for i in suite.invariants]
         return SuiteOutcome(suite.name, suite.table, suite.layer, False, exps, run_time, time.monotonic() - t0)
-    ctx = Context(tables, dict(params or {}))
+    ctx = Context(tables, dict(params or {}), lake)
     rows, notes = find_violations(df, suite, ctx, sample)
     ge_result = gx_context.validate(suite, violations_frame(suite, rows), run_time=run_time)
     keys = _failing_keys(ge_result)

@@ -34,7 +34,7 @@ class Context:
 
     tables: Callable[[str], DataFrame | None]  # name → DataFrame, or None when the table is absent
     params: Mapping[str, float] = field(default_factory=dict)
-
+    lake: object | None = None  # the Lake, for what its Delta log answers without a scan
     def other(self, name: str) -> DataFrame | None:
         return self.tables(name)
 

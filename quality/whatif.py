@@ -1,9 +1,11 @@
-"""What-if suites: a replayed assignment never gives a partition twice, and each replayed
-step ends complete.
+"""What-if suites: a replayed assignment never gives a partition twice, and settles complete.
 
 A cooperative assignor hands a moving partition over in two rounds: the first revokes it
-(it is unassigned in between), the follow-up gives it to its new owner. So completeness
-is required of the *last* round of each replayed step, not of every round.
+(it is unassigned in between), the follow-up gives it to its new owner. When membership
+changes before the follow-up (a rolling restart), the next rebalance takes its place and
+may itself leave partitions moving, so the recordings show chains of incomplete rounds
+(cooperative_rolling: generations 2 and 3 with 3 and 7 of 8 partitions, complete at 4).
+Completeness is therefore required of every eager round and of the last round of a replay.
 """
 from __future__ import annotations
 
@@ -28,21 +30,29 @@ def _no_partition_twice(t: DataFrame, _ctx: Context) -> DataFrame:
     return violation(bad, _ROUND, F.concat(F.lit("given twice: "), F.concat_ws(", ", "_twice")))
 
 
-def _complete_at_step_end(t: DataFrame, _ctx: Context) -> DataFrame:
-    w = Window.partitionBy(*_GROUP, "step").orderBy(F.col("round").desc())
-    last = t.where(F.col("error").isNull()).withColumn("_r", F.row_number().over(w)).where(F.col("_r") == 1)
-    bad = last.where(~F.coalesce("complete", F.lit(False)))
-    return violation(bad, _ROUND, fmt("generation %s ends with %s of %s partitions assigned (%s)",
-                                      "generation", "assigned", "partitions", "phase"))
+def _complete_when_settled(t: DataFrame, _ctx: Context) -> DataFrame:
+    """Eager rounds always assign every partition (everything is revoked and reassigned at
+    once). Incremental protocols (cooperative, KIP-848) may leave moving partitions
+    unassigned in a round, but only while another round follows to hand them over: the
+    follow-up, or a rebalance that supersedes it when membership changes in between (a
+    rolling restart does exactly that). So the last round of a group's replay must be
+    complete, as must every eager round."""
+    w = Window.partitionBy(*_GROUP).orderBy("round")
+    r = t.where(F.col("error").isNull()).withColumn("_next", F.lead("round").over(w))
+    bad = r.where(~F.coalesce("complete", F.lit(False)) & ((F.col("protocol") == "eager") | F.col("_next").isNull()))
+    return violation(bad, _ROUND, fmt("generation %s ends with %s of %s partitions assigned (%s, %s%s)",
+                                      "generation", "assigned", "partitions", "protocol", "phase",
+                                      F.when(F.col("_next").isNull(), F.lit(", last round")).otherwise(F.lit(""))))
 
 
 WHATIF_EPISODES = Suite("whatif_episodes", "whatif", (
     Invariant("no_partition_given_twice", "no replayed (or actual) round gives a partition to two members", ERROR,
               (*_ROUND, "assignment"), _no_partition_twice),
-    Invariant("complete_at_step_end",
-              "the last round of every replayed step assigns every partition (a cooperative handover may leave "
-              "moving partitions unassigned only in between)", ERROR,
-              (*_ROUND, "error", "complete", "generation", "assigned", "partitions", "phase"), _complete_at_step_end),
+    Invariant("complete_when_settled",
+              "every eager round, and the last round of every replay, assigns every partition; an incremental "
+              "(cooperative, KIP-848) handover leaves moving partitions unassigned only while a later round follows",
+              ERROR, (*_ROUND, "error", "complete", "generation", "assigned", "partitions", "phase", "protocol"),
+              _complete_when_settled),
     unique_check("round_once", _ROUND, "one row per (group incarnation, assignor, step, round)"),
 ))
 
