@@ -1,0 +1,41 @@
+"""Per-cluster gold settings: read from a real broker config, validated, stored per cluster (no Spark)."""
+from __future__ import annotations
+
+import pytest
+
+from pipelines.gold import runner, settings
+from pipelines.lake import Lake
+from tests.conftest import RECORDINGS
+
+KIP848_PROPS = RECORDINGS / "kip848_consumer_protocol" / "server.properties"
+
+
+@pytest.mark.skipif(not KIP848_PROPS.is_file(), reason="recordings not found")
+def test_from_broker_properties_reads_consumer_group_settings():
+    row = settings.from_broker_properties("k", KIP848_PROPS.read_text(), classic_heartbeat_interval_ms=1000)
+    # README: group.consumer.session.timeout.ms=10000, group.consumer.heartbeat.interval.ms=2000
+    assert row == {"cluster": "k", "classic_heartbeat_interval_ms": 1000,
+                   "consumer_session_timeout_ms": 10000, "consumer_heartbeat_interval_ms": 2000}
+    # A broker that does not set them leaves them to the defaults (null).
+    plain = settings.from_broker_properties("c", (RECORDINGS / "crash_autocommit" / "server.properties").read_text())
+    assert plain["consumer_session_timeout_ms"] is None and plain["classic_heartbeat_interval_ms"] is None
+
+
+@pytest.mark.parametrize("row, message", [
+    ({"cluster": "a", "consumer_session_timeout_ms": "ten"}, "not a whole number"),
+    ({"cluster": "a", "classic_heartbeat_interval_ms": 0}, "must be positive"),
+    ({"consumer_session_timeout_ms": 1000}, "needs a cluster"),
+])
+def test_bad_settings_are_rejected(row, message):
+    with pytest.raises(settings.SettingsError, match=message):
+        settings.rows_table([row])
+
+
+def test_write_cluster_settings_replaces_only_the_given_clusters(tmp_path):
+    lake = Lake(tmp_path / "lake")
+    runner.write_cluster_settings(lake, [{"cluster": "a", "consumer_session_timeout_ms": 10000},
+                                         {"cluster": "b", "classic_heartbeat_interval_ms": 1000}])
+    runner.write_cluster_settings(lake, [{"cluster": "a", "consumer_session_timeout_ms": 30000}])
+    rows = sorted(lake.read_arrow(settings.TABLE).to_pylist(), key=lambda r: r["cluster"])
+    assert [(r["cluster"], r["consumer_session_timeout_ms"], r["classic_heartbeat_interval_ms"]) for r in rows] == [
+        ("a", 30000, None), ("b", None, 1000)]
