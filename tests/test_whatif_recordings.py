@@ -203,3 +203,15 @@ def test_cli_unknown_group_is_a_one_line_failure(lake, capsys):
     assert main(["whatif", "--lake", lake.root, "--group", "no-such-group", "--assignors", "range"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no-such-group" in err[0]
+
+
+def test_rerun_replaces_each_clusters_rows(lake, summary):
+    # Runs last in this module: it rewrites the tables the fixtures above read.
+    before = {(r["cluster"], r["group_id"], r["assignor"]) for r in summary}
+    written = update_whatif(lake, assignors=["roundrobin"])
+    after = lake.read_arrow("whatif_summary").to_pylist()
+    keys = [(r["cluster"], r["group_id"], r["incarnation"], r["assignor"]) for r in after]
+    assert len(keys) == len(set(keys)) == written["whatif_summary"]
+    assert {r["cluster"] for r in after} == {c for c, _, _ in before}
+    assert "central-handoff" not in {r["assignor"] for r in after}
+    assert {"actual", "roundrobin"} <= {r["assignor"] for r in after}
