@@ -1,12 +1,8 @@
-"""Gold: rebalance history and findings, recomputed from silver each run.
+"""Gold and what-if: rebalance history, findings and assignor replays, rebuilt from silver.
 
-`pipelines.gold.build_all` holds all the logic; this asset only hands it the lake's silver
-tables and writes back what it returns, each table replaced whole (gold is a function of
-silver, so an overwrite is always consistent with it).
-
-The reading of inputs and writing of outputs below is I/O glue that belongs in a
-lake-facing gold runner (like `pipelines.silver.runner`); when one exists, this asset
-should call it instead.
+Thin: `pipelines.gold.runner.update_gold` and `pipelines.whatif.spark_job.update_whatif` read
+the silver tables from the lake, derive their tables and write them back (each cluster's rows
+replaced whole: they are functions of silver, so an overwrite is always consistent with it).
 """
 from dagster import AssetSpec, multi_asset
 
@@ -14,7 +10,9 @@ from assets.metadata import table_result
 from assets.resources import LakeResource, SparkResource
 
 GOLD_GROUP = "gold"
+WHATIF_GROUP = "whatif"
 
+# Kept literal (not imported from pipelines) so loading the definitions stays cheap.
 GOLD_TABLES = (
     "ownership_intervals",
     "commit_attribution",
@@ -26,37 +24,48 @@ GOLD_TABLES = (
     "rebalance_storms",
     "coverage_gaps",
 )
+WHATIF_TABLES = ("whatif_episodes", "whatif_summary")
 
-# GoldInputs field → lake table. The first three are required; the rest are used when present.
-_REQUIRED = ("offset_commits", "group_generations", "member_assignments")
-_OPTIONAL = ("consumer_group_epochs", "consumer_group_members", "current_assignments", "target_assignments",
-             "topic_ids", "coordinator_events", "partition_end_offsets")
-_DEPS = [*_REQUIRED, *_OPTIONAL, "offsets_records"]
+_SILVER = ("offset_commits", "group_generations", "member_assignments", "consumer_group_epochs",
+           "consumer_group_members", "current_assignments", "target_assignments", "topic_ids",
+           "coordinator_events", "partition_end_offsets")
 
 
 @multi_asset(
     name="gold_tables",
-    specs=[AssetSpec(t, group_name=GOLD_GROUP, deps=_DEPS) for t in GOLD_TABLES],
+    specs=[AssetSpec(t, group_name=GOLD_GROUP, deps=[*_SILVER, "offsets_records"]) for t in GOLD_TABLES],
     description="Rebalance episodes, ownership, duplicate/skip windows, idle consumers, storms, anomalies, coverage gaps.",
 )
 def gold_tables(lake: LakeResource, spark: SparkResource):
-    from pipelines.gold import GoldInputs, build_all
+    from pipelines.gold.runner import REQUIRED, update_gold
 
     target = lake.lake(spark.session())
-    if not all(target.exists(t) for t in _REQUIRED):
+    if not all(target.exists(t) for t in REQUIRED):
         # Nothing decoded yet (an empty lake): no history to derive.
         for name in GOLD_TABLES:
             yield table_result(target, name, 0)
         return
-    inputs = GoldInputs(
-        **{t: target.read(t) for t in _REQUIRED},
-        **{t: target.read(t) for t in _OPTIONAL if target.exists(t)},
-        bronze_positions=(target.read("offsets_records").select("cluster", "partition", "offset", "control")
-                          if target.exists("offsets_records") else None),
-    )
-    for name, df in build_all(inputs).items():
-        target.write_df(name, df, mode="overwrite", partition_by=["cluster"])
-        yield table_result(target, name, None, write_mode="overwrite")
+    run = update_gold(target)
+    for name in GOLD_TABLES:
+        yield table_result(target, name, run.rows_written.get(name), write_mode="overwrite")
 
 
-GOLD_ASSETS = [gold_tables]
+@multi_asset(
+    name="whatif_tables",
+    specs=[AssetSpec(t, group_name=WHATIF_GROUP, deps=[*_SILVER, "rebalance_episodes"]) for t in WHATIF_TABLES],
+    description="Each group's real history replayed under every assignor, next to what happened.",
+)
+def whatif_tables(lake: LakeResource, spark: SparkResource):
+    from pipelines.whatif.spark_job import update_whatif
+
+    target = lake.lake(spark.session())
+    if not target.exists("member_assignments") and not target.exists("current_assignments"):
+        for name in WHATIF_TABLES:
+            yield table_result(target, name, 0)
+        return
+    written = update_whatif(target)
+    for name in WHATIF_TABLES:
+        yield table_result(target, name, written.get(name), write_mode="overwrite")
+
+
+GOLD_ASSETS = [gold_tables, whatif_tables]

@@ -13,17 +13,13 @@ from collections import defaultdict
 import pytest
 
 from pipelines.codec.dumpfmt import parse_dump_offsets_decoder
-from pipelines.ingest.logs import ingest_logs
-from pipelines.ingest.segments import ingest_segments
 from pipelines.lake import Lake
-from pipelines.silver import runner
 from pipelines.whatif.history import build_history
 from pipelines.whatif.replay import actual, replay
 from pipelines.whatif.spark_job import WhatifInputs, history_rows, update_whatif
 from tests.conftest import RECORDINGS
-from tests.spark_fixture import spark  # noqa: F401
+from tests.recordings_lake import SCENARIOS, segments_lake, spark  # noqa: F401
 
-SCENARIOS = sorted(p.name for p in RECORDINGS.iterdir() if (p / "offsets_segments").is_dir()) if RECORDINGS.is_dir() else []
 ASSIGNORS = ["range", "cooperative-sticky", "uniform", "central-handoff"]
 
 # Divergences of the replay with the group's own assignor, and why:
@@ -39,16 +35,10 @@ COOPERATIVE_LIBRDKAFKA = {("cooperative_rolling", "g-coop")}
 
 
 @pytest.fixture(scope="module")
-def lake(tmp_path_factory, spark):  # noqa: F811
-    lake = Lake(tmp_path_factory.mktemp("whatif-lake"), spark=spark)
-    for scenario in SCENARIOS:
-        ingest_segments(lake, [str(RECORDINGS / scenario / "offsets_segments")], cluster=scenario)
-        ingest_logs(lake, [str(RECORDINGS / scenario / "server.log")], cluster=scenario)
-    runner.update_offsets_silver(lake)
-    runner.update_events_silver(lake)
-    runner.rebuild_target_assignments(lake)
-    lake.written = update_whatif(lake, assignors=ASSIGNORS)
-    return lake
+def lake(segments_lake):  # noqa: F811
+    """The shared recordings lake (every recording a cluster, silver built) plus the what-if tables."""
+    segments_lake.written = update_whatif(segments_lake, assignors=ASSIGNORS)
+    return segments_lake
 
 
 @pytest.fixture(scope="module")
