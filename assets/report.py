@@ -1,19 +1,15 @@
 """The SRE dashboards: static HTML written from the gold and what-if tables (dashboards.report).
 
 The asset's metadata links to the report's index page, so the Dagster UI opens it in one
-click. Where the report goes: $REBALANCE_AUDIT_REPORT_DIR, default ./report (a local
-folder even when the lake is in an object store: the pages are opened from disk).
+click. Where the report goes: $REBALANCE_AUDIT_REPORT_DIR, else `report/` beside a local
+lake folder, else ./report (`dashboards.report.default_out_dir`).
 """
-
-import os
-from pathlib import Path
 
 from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
 
 from assets.gold import GOLD_TABLES
 from assets.resources import LakeResource, SparkResource
 
-REPORT_DIR_ENV = "REBALANCE_AUDIT_REPORT_DIR"
 # The what-if tables feed the comparison section; the report says "not computed" until they exist.
 REPORT_DEPS = [*GOLD_TABLES, "whatif_summary", "offset_commits"]
 
@@ -26,10 +22,10 @@ REPORT_DEPS = [*GOLD_TABLES, "whatif_summary", "offset_commits"]
                 "duplicate windows, idle members, storms, commit rate, what-if), as offline HTML.",
 )
 def sre_report(context: AssetExecutionContext, lake: LakeResource, spark: SparkResource) -> MaterializeResult:
-    from dashboards.report import write_report
+    from dashboards.report import default_out_dir, write_report
 
-    out = Path(os.environ.get(REPORT_DIR_ENV, "./report")).resolve()
-    result = write_report(lake.lake(spark.session()), out)
+    target = lake.lake(spark.session())
+    result = write_report(target, default_out_dir(target.root).resolve())
     context.log.info(f"report written to {result.index}")
     return MaterializeResult(metadata={
         "report": MetadataValue.url(result.index.as_uri()),

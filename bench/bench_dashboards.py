@@ -61,6 +61,9 @@ def build_source(path: Path, spark):
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--groups", type=int, default=1000, help="at least this many groups (default 1000)")
+    ap.add_argument("--episodes", type=int, default=0,
+                    help="also repeat each group's history in time until the lake holds at least this many "
+                         "rebalance episodes (e.g. 100000); default: groups only")
     ap.add_argument("--loads", type=int, default=5, help="page loads per figure (median printed)")
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--source", type=Path, default=None,
@@ -82,13 +85,16 @@ def main() -> int:
     src_groups = src.read("group_generations").select("cluster", "group_id").unionByName(
         src.read("offset_commits").select("cluster", "group_id")).distinct().count()
     copies = math.ceil(args.groups / src_groups)
-    big = Lake(args.out / f"lake-x{copies}", spark=spark)
+    src_episodes = src.read("rebalance_episodes").count()
+    time_copies = max(1, math.ceil(args.episodes / (src_episodes * copies))) if args.episodes else 1
+    tag = f"x{copies}" + (f"-t{time_copies}" if time_copies > 1 else "")
+    big = Lake(args.out / f"lake-{tag}", spark=spark)
     if not big.exists("rebalance_episodes"):
-        copy_groups(src, big, copies=copies)
+        copy_groups(src, big, copies=copies, time_copies=time_copies)
     episodes = big.read("rebalance_episodes").count()
 
     t0 = time.monotonic()
-    report = write_report(big, args.out / f"report-x{copies}")
+    report = write_report(big, args.out / f"report-{tag}")
     report_s = time.monotonic() - t0
 
     top = big.read("rebalance_episodes").where(~F.col("empty_transition")).groupBy("cluster", "group_id") \
@@ -104,7 +110,9 @@ def main() -> int:
             overview.append(load.load_seconds)
             group.append(b.open(group_page).load_seconds)
         b.open(report.index)
-        b.screenshot(args.out / "overview-1000.png")
+        b.screenshot(args.out / f"overview-{tag}.png")
+        b.open(group_page)
+        b.screenshot(args.out / f"group-{tag}.png")
     figures = {
         "groups": report.groups,
         "episodes": episodes,
@@ -116,7 +124,7 @@ def main() -> int:
         "overview_kb": round(report.index.stat().st_size / 1024, 1),
         "group_kb": round(group_page.stat().st_size / 1024, 1),
         "plotly_js_kb": round((report.out_dir / "plotly.min.js").stat().st_size / 1024, 1),
-        "screenshot": str(args.out / "overview-1000.png"),
+        "screenshots": [str(args.out / f"overview-{tag}.png"), str(args.out / f"group-{tag}.png")],
     }
     print(json.dumps(figures, indent=2))
     return 0

@@ -73,8 +73,9 @@ def page(title: str, heading: str, sub: str, body: str, root: str = "") -> str:
     )
 
 
-def figure_html(fig, div_id: str) -> str:
-    return pio.to_html(fig, include_plotlyjs=False, full_html=False, div_id=div_id,
+def figure_html(fig: dict, div_id: str) -> str:
+    # validate=False: the figures are built as plain dicts (see dashboards.figures).
+    return pio.to_html(fig, include_plotlyjs=False, full_html=False, div_id=div_id, validate=False,
                        config={"displaylogo": False, "responsive": True})
 
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 
 def copy_groups(
@@ -22,20 +23,28 @@ def copy_groups(
     clusters: Iterable[str] | None = None,
     rename: Callable[[Column, Column], Column] | None = None,
     strings: dict[str, Callable[[Column], Column]] | None = None,
+    time_copies: int = 1,
+    time_shift_hours: int = 24,
 ) -> dict[str, int]:
     """Write each (cluster, group_id) table of `src` into `dst` `copies` times.
 
     rename(group_id, copy_index) gives the new group id (default: `<id>~<n>` for n ≥ 1,
     the original id for copy 0). `strings` maps other column names (member_id, client_id,
     ...) to a rewrite applied wherever the column exists. Returns the Delta version written
-    per table."""
-    if copies < 1:
-        raise ValueError("copies must be at least 1")
+    per table.
+
+    time_copies > 1 also repeats each group's whole history that many times under the same
+    id, copy j shifted `j * time_shift_hours` later (every timestamp column, and epoch-ms
+    columns named *_ms): a longer history per group, for episode-count scale tests."""
+    if copies < 1 or time_copies < 1:
+        raise ValueError("copies and time_copies must be at least 1")
     if rename is None:
         def rename(gid, i):
             return F.when(i == 0, gid).otherwise(F.concat(gid, F.lit("~"), i.cast("string")))
     spark = src.spark
     index = spark.range(copies).select(F.col("id").cast("int").alias("_copy"))
+    shifts = spark.range(time_copies).select(F.col("id").cast("int").alias("_shift"))
+    shift_ms = time_shift_hours * 3_600_000
     out = {}
     for name in sorted(tables if tables is not None else src.tables()):
         if not src.exists(name):
@@ -45,15 +54,19 @@ def copy_groups(
             continue
         if clusters is not None:
             df = df.where(F.col("cluster").isin(list(clusters)))
-        if copies > 1:
-            df = df.crossJoin(index)
-        else:
-            df = df.withColumn("_copy", F.lit(0))
+        df = df.crossJoin(index) if copies > 1 else df.withColumn("_copy", F.lit(0))
+        df = df.crossJoin(shifts) if time_copies > 1 else df.withColumn("_shift", F.lit(0))
         cols = []
-        for c in df.columns:
-            if c == "_copy":
+        for f in df.schema.fields:
+            c = f.name
+            if c in ("_copy", "_shift"):
                 continue
             col = F.col(f"`{c}`")
+            if time_copies > 1 and isinstance(f.dataType, (T.TimestampType, T.TimestampNTZType)):
+                col = F.timestamp_millis(F.unix_millis(col) + F.col("_shift") * F.lit(shift_ms))
+            elif time_copies > 1 and c.endswith("_ms") and isinstance(f.dataType, T.LongType) \
+                    and c not in ("duration_ms", "span_ms", "time_rebalancing_ms", "commit_interval_ms"):
+                col = col + F.col("_shift") * F.lit(shift_ms)
             if c == "group_id":
                 col = rename(col, F.col("_copy"))
             elif strings and c in strings:

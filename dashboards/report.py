@@ -42,6 +42,23 @@ class ReportResult:
     missing_tables: list[str] = field(default_factory=list)
 
 
+REPORT_DIR_ENV = "REBALANCE_AUDIT_REPORT_DIR"
+
+
+def default_out_dir(lake_root: str) -> Path:
+    """$REBALANCE_AUDIT_REPORT_DIR, else `report/` beside a local lake folder (./lake ->
+    ./report), else ./report (a lake in an object store: the pages are opened from disk)."""
+    env = os.environ.get(REPORT_DIR_ENV)
+    if env:
+        return Path(env)
+    root = str(lake_root)
+    if root.startswith("file://"):
+        root = root[len("file://"):]
+    if "://" not in root:
+        return Path(root).resolve().parent / "report"
+    return Path("report")
+
+
 def overview_name(n: int) -> str:
     return "index.html" if n == 1 else f"overview-{n}.html"
 

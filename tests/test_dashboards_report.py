@@ -201,11 +201,11 @@ def hostile_report(gold_lake, tmp_path_factory):
     stdout, stderr = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
         rc = main(["report", "--lake", str(dst.root), "--out", str(out)])
-    return rc, stdout.getvalue(), stderr.getvalue(), out, cluster
+    return rc, stdout.getvalue(), stderr.getvalue(), out, cluster, dst
 
 
 def test_report_command(hostile_report, tmp_path):
-    rc, stdout, stderr, out, _ = hostile_report
+    rc, stdout, stderr, out, _, _ = hostile_report
     assert rc == 0, stderr
     assert Path(stdout.strip()) == (out / "index.html").resolve()
     assert "not computed yet: skip_windows, whatif_summary" in stderr
@@ -218,7 +218,7 @@ def test_report_command(hostile_report, tmp_path):
 
 
 def test_hostile_ids_render_as_text(hostile_report, browser):
-    rc, _, stderr, out, cluster = hostile_report
+    rc, _, stderr, out, cluster, _ = hostile_report
     assert rc == 0, stderr
     load = browser.open(out / "index.html")
     _assert_clean(load)
@@ -249,3 +249,29 @@ def test_hostile_ids_render_as_text(hostile_report, browser):
     for section in ("whatif-section", "skips-section"):
         assert "not computed" in browser.evaluate(f"document.getElementById('{section}').innerText")
     assert "not computed" not in browser.evaluate("document.getElementById('duplicates-section').innerText")
+
+
+def test_asset_metadata_links_to_the_report(hostile_report, tmp_path, monkeypatch):
+    from dagster import materialize
+
+    from assets.report import sre_report
+    from assets.resources import LakeResource, SparkResource
+
+    lake = hostile_report[5]
+    monkeypatch.setenv("REBALANCE_AUDIT_REPORT_DIR", str(tmp_path / "asset-report"))
+    result = materialize([sre_report], resources={"lake": LakeResource(root=str(lake.root)),
+                                                  "spark": SparkResource(master="local[2]")})
+    assert result.success
+    meta = result.asset_materializations_for_node("sre_report")[0].metadata
+    index = (tmp_path / "asset-report" / "index.html").resolve()
+    assert meta["report"].value == index.as_uri()
+    assert index.is_file() and meta["groups"].value == 1
+
+
+def test_empty_lake_says_not_computed(tmp_path, browser, spark):  # noqa: F811
+    result = write_report(Lake(tmp_path / "empty-lake", spark=spark), tmp_path / "report")
+    assert result.groups == 0 and "rebalance_episodes" in result.missing_tables
+    load = browser.open(result.index)
+    _assert_clean(load)
+    text = browser.evaluate("document.body.innerText")
+    assert "Not computed yet" in text and "No consumer groups in the lake" in text

@@ -6,13 +6,11 @@ on stdout, so `xdg-open "$(rebalance-audit report)"` opens it.
 """
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 from rebalance_audit.cli import UsageError, add_common_options
 
-DEFAULT_OUT_ENV = "REBALANCE_AUDIT_REPORT_DIR"
 
 
 def register(subparsers) -> None:
@@ -22,8 +20,9 @@ def register(subparsers) -> None:
         description="Write the overview and one page per consumer group as self-contained static HTML.",
     )
     add_common_options(p)
-    p.add_argument("--out", default=os.environ.get(DEFAULT_OUT_ENV, "./report"), metavar="DIR",
-                   help="folder to write the report into (default ./report, or $REBALANCE_AUDIT_REPORT_DIR)")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="folder to write the report into (default $REBALANCE_AUDIT_REPORT_DIR, else report/ "
+                        "beside the lake folder, else ./report)")
     p.add_argument("--page-size", type=int, default=100, metavar="N", help="groups per overview page (default 100)")
     p.set_defaults(func=run)
 
@@ -36,11 +35,12 @@ def run(args) -> int:
     lake_root = args.lake
     if "://" not in lake_root and not Path(lake_root).is_dir():
         raise UsageError(f"no lake at {lake_root} (run `rebalance-audit ingest ...` first, or pass --lake)")
-    out = Path(args.out)
+    from dashboards.report import default_out_dir, write_report
+
+    out = Path(args.out) if args.out else default_out_dir(lake_root)
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} exists and is not a folder")
 
-    from dashboards.report import write_report
     from pipelines.spark import get_spark
 
     lake = Lake(lake_root, spark=get_spark(args.spark_master))
