@@ -30,7 +30,7 @@ table{border-collapse:collapse;width:100%;font-size:13px}
 th,td{padding:4px 8px;border-bottom:1px solid #eee;text-align:left;vertical-align:top}
 th{background:#f3f5f8;position:sticky;top:0}
 td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
-td.id{overflow-wrap:anywhere;max-width:420px}
+td.id{overflow-wrap:anywhere;max-width:420px;min-width:11em}
 .nc{color:#888;font-style:italic}
 .note{color:#555;font-size:13px;margin:4px 0 8px}
 .banner{background:#fff4e5;border:1px solid #f0c36d;border-radius:6px;padding:8px 12px;margin-bottom:16px;font-size:14px}
