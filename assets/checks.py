@@ -78,7 +78,8 @@ def quality_check_for(asset: AssetsDefinition):
 
         target = lake.lake(spark.session())
         report = check_tables(target, tables, run_id=context.run.run_id)
-        context.log.info(f"quality of {', '.join(tables)}: {report.seconds:.1f} s, "
+        spent = ", ".join(f"{k} {v:.1f} s" for k, v in (report.timings or {}).items())
+        context.log.info(f"quality of {', '.join(tables)}: {report.seconds:.1f} s ({spent}), "
                          f"{sum(not o.success for o in report.outcomes)} table(s) failing")
         for outcome in report.outcomes:
             yield _result(outcome, report.data_docs)

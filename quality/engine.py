@@ -222,7 +222,7 @@ def _absent(suite: Suite, run_time: datetime) -> SuiteOutcome:
 
 
 def run_suites(lake, suites: Iterable[Suite], gx_context, params: Mapping[str, float] | None = None,
-               sample: int = SAMPLE) -> list[SuiteOutcome]:
+               sample: int = SAMPLE, timings: dict | None = None) -> list[SuiteOutcome]:
     """Validate several tables of `lake` (one check step): ONE Spark job finds the violations of
     all of them, then GE validates each table's. An absent table passes as "absent".
 
@@ -241,9 +241,13 @@ def run_suites(lake, suites: Iterable[Suite], gx_context, params: Mapping[str, f
                 plans[s.table] = plan
     found = collect_violations(plans, sample)
     present = [s for s in suites if s.table in notes]
-    share = (time.monotonic() - t0) / max(len(present), 1)
-    return [_outcome(lake, s, gx_context, found.get(s.table, []), notes[s.table], run_time, share)
-            if s.table in notes else _absent(s, run_time) for s in suites]
+    spark_s = time.monotonic() - t0
+    share = spark_s / max(len(present), 1)
+    out = [_outcome(lake, s, gx_context, found.get(s.table, []), notes[s.table], run_time, share)
+           if s.table in notes else _absent(s, run_time) for s in suites]
+    if timings is not None:
+        timings.update(spark=spark_s, ge=time.monotonic() - t0 - spark_s)
+    return out
 
 
 def run_suite(lake, suite: Suite, gx_context, params: Mapping[str, float] | None = None,

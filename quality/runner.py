@@ -34,6 +34,8 @@ class QualityReport:
     data_docs: str | None
     results_rows: int
     seconds: float
+    # Where the time went: "spark" (the violations job), "ge" (validations), "docs", "results".
+    timings: dict[str, float] | None = None
 
     def by_table(self) -> dict[str, SuiteOutcome]:
         return {o.table: o for o in self.outcomes}
@@ -47,9 +49,13 @@ def check_tables(lake, tables: Iterable[str], params: Mapping[str, float] | None
 
     t0 = time.monotonic()
     gx_context = QualityContext.at(folder or quality_dir(lake))
-    outcomes = run_suites(lake, [suite_for(t) for t in tables], gx_context, params)
+    timings: dict[str, float] = {}
+    outcomes = run_suites(lake, [suite_for(t) for t in tables], gx_context, params, timings=timings)
     run_id = run_id or uuid.uuid4().hex
     validated = [o.ge_result for o in outcomes if o.ge_result is not None]
+    t1 = time.monotonic()
     url = gx_context.build_docs(validated) if docs and validated else (gx_context.index_url if docs else None)
+    t2 = time.monotonic()
     rows = append_results(lake, outcomes, run_id, url) if record else 0
-    return QualityReport(outcomes, run_id, url, rows, time.monotonic() - t0)
+    timings.update(docs=t2 - t1, results=time.monotonic() - t2)
+    return QualityReport(outcomes, run_id, url, rows, time.monotonic() - t0, timings)
