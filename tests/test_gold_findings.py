@@ -166,6 +166,14 @@ def test_windows_cover_real_duplicates(gold, scenario):
     assert abs(f["estimate"] - total) <= 0.25 * total, f
 
 
+def test_window_causes(gold):
+    # README: c2 SIGKILLed (crash_autocommit); c2 stalled past max.poll.interval.ms and
+    # librdkafka left the group (poll_timeout); k2 SIGKILLed and fenced (kip848).
+    for scenario, cause in (("crash_autocommit", "crash"), ("poll_timeout", "poll_timeout"),
+                            ("kip848_consumer_protocol", "crash")):
+        assert {w["cause"] for w in gold.of("duplicate_windows", scenario)} == {cause}, scenario
+
+
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_no_estimated_duplicates_where_none_happened(gold, scenario):
     real = real_duplicates(scenario)

@@ -146,7 +146,12 @@ def build_duplicate_windows(inputs: GoldInputs, intervals: DataFrame, attributed
     h = h.withColumn("_txn", F.coalesce(F.col("txn") == 1, F.lit(False)))
 
     left = F.coalesce("prev_owner_left", F.lit(False))
-    kind = F.col("exit_kind")
+    # librdkafka leaves on a poll timeout with a plain LeaveGroup (no reason): a leave whose
+    # owner had been silent for about max.poll.interval.ms (the rebalance timeout) is one.
+    silent_before_exit = F.col("exit_ts") - F.col("last_ms")
+    poll_like = silent_before_exit >= F.col("prev_rebalance_timeout_ms") - F.coalesce("cadence_high_ms", "tp_cadence_ms")
+    kind = F.when((F.col("exit_kind") == "leave") & F.coalesce(poll_like, F.lit(False)), "poll_timeout") \
+        .otherwise(F.col("exit_kind"))
     # When did the old owner stop processing?
     stop_crash = F.coalesce("exit_ts", end_join) - session + hb / 2
     stop_poll = F.col("exit_ts") - F.col("prev_rebalance_timeout_ms")
