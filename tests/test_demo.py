@@ -42,3 +42,12 @@ def test_demo_end_to_end(tmp_path):
     assert len({g["generation"] for g in ours}) >= 3
     # The broker (temporary folder) is gone: nothing listens any more on the printed ports.
     assert "broker left running" not in done.stderr
+
+    # The first query the demo prints works from a fresh shell (a new process, its own Spark).
+    sql = subprocess.run(
+        [sys.executable, "-c", "import sys; from rebalance_audit.cli import main; sys.exit(main())",
+         "sql", "SELECT group_id, count(*) AS n FROM group_generations GROUP BY 1", "--lake", str(lake), "--format", "csv"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+    )
+    assert sql.returncode == 0, sql.stderr[-2000:]
+    assert "orders-processor" in sql.stdout
