@@ -38,7 +38,7 @@ SILVER = ("group_generations", "offset_commits", "member_assignments", "consumer
 class Caps:
     """How much of one group's history a page draws (the latest rows are kept)."""
 
-    intervals: int = 3000
+    intervals: int = 1500
     episodes: int = 400
     windows: int = 500
     idle: int = 300

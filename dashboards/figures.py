@@ -17,6 +17,7 @@ OWNER_COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00
                  "#F28E2B", "#59A14F", "#B07AA1", "#9C755F", "#76B7B2", "#EDC948", "#FF9DA7", "#BAB0AC")
 MAX_OWNER_TRACES = 24
 MAX_ANNOTATED_EPISODES = 12
+MAX_LABELLED_STORMS = 4
 
 _AXIS = dict(gridcolor="#ececec", zerolinecolor="#d0d0d0", linecolor="#d0d0d0", automargin=True)
 _LAYOUT = dict(font=dict(family="DejaVu Sans, Arial, sans-serif", size=12, color="#2a3f5f"),
@@ -204,11 +205,13 @@ def timeline_figure(g) -> dict | None:
                 notes.append(dict(x=iso(r.get("started_at") or r.get("completed_at")), y=row, yshift=12, showarrow=False,
                                   text=plot_text(short(r.get("trigger") or "?", 24)), font=dict(size=10, color="#8a5a00"),
                                   textangle=-30))
-    for r in g.rows("storm"):
-        if r.get("started_at") is not None:
-            x0, x1 = iso(r["started_at"]), iso(r.get("ended_at") or r["started_at"])
-            shapes.append(dict(type="rect", xref="x", yref="paper", x0=x0, x1=x1, y0=0, y1=1, fillcolor="#D62728",
-                               opacity=0.08, line=dict(color="#D62728", width=1, dash="dash"), layer="below"))
+    storms = [r for r in g.rows("storm") if r.get("started_at") is not None]
+    for r in storms:
+        x0, x1 = iso(r["started_at"]), iso(r.get("ended_at") or r["started_at"])
+        shapes.append(dict(type="rect", xref="x", yref="paper", x0=x0, x1=x1, y0=0, y1=1, fillcolor="#D62728",
+                           opacity=0.08, line=dict(color="#D62728", width=1, dash="dash"), layer="below"))
+        # Labels of many storms would print over each other; the storms table lists them all.
+        if len(storms) <= MAX_LABELLED_STORMS:
             notes.append(dict(x=x0, y=1, xref="x", yref="paper", xanchor="left", yanchor="bottom", showarrow=False,
                               text=plot_text(f"storm: {r.get('episodes')} rebalances"), font=dict(color="#D62728")))
 

@@ -21,6 +21,7 @@ def copy_groups(
     copies: int = 1,
     tables: Iterable[str] | None = None,
     clusters: Iterable[str] | None = None,
+    groups: Iterable[tuple[str, str]] | None = None,
     rename: Callable[[Column, Column], Column] | None = None,
     strings: dict[str, Callable[[Column], Column]] | None = None,
     time_copies: int = 1,
@@ -31,7 +32,7 @@ def copy_groups(
     rename(group_id, copy_index) gives the new group id (default: `<id>~<n>` for n ≥ 1,
     the original id for copy 0). `strings` maps other column names (member_id, client_id,
     ...) to a rewrite applied wherever the column exists. Returns the Delta version written
-    per table.
+    per table. `clusters` / `groups` ((cluster, group_id) pairs) limit what is copied.
 
     time_copies > 1 also repeats each group's whole history that many times under the same
     id, copy j shifted `j * time_shift_hours` later (every timestamp column, and epoch-ms
@@ -54,17 +55,25 @@ def copy_groups(
             continue
         if clusters is not None:
             df = df.where(F.col("cluster").isin(list(clusters)))
+        if groups is not None:
+            wanted = [(F.col("cluster") == c) & (F.col("group_id") == g) for c, g in groups]
+            cond = wanted[0] if wanted else F.lit(False)
+            for w in wanted[1:]:
+                cond = cond | w
+            df = df.where(cond)
         df = df.crossJoin(index) if copies > 1 else df.withColumn("_copy", F.lit(0))
-        df = df.crossJoin(shifts) if time_copies > 1 else df.withColumn("_shift", F.lit(0))
+        # A what-if summary is one row per group and assignor however long the history is.
+        repeat = time_copies > 1 and name != "whatif_summary"
+        df = df.crossJoin(shifts) if repeat else df.withColumn("_shift", F.lit(0))
         cols = []
         for f in df.schema.fields:
             c = f.name
             if c in ("_copy", "_shift"):
                 continue
             col = F.col(f"`{c}`")
-            if time_copies > 1 and isinstance(f.dataType, (T.TimestampType, T.TimestampNTZType)):
+            if repeat and isinstance(f.dataType, (T.TimestampType, T.TimestampNTZType)):
                 col = F.timestamp_millis(F.unix_millis(col) + F.col("_shift") * F.lit(shift_ms))
-            elif time_copies > 1 and c.endswith("_ms") and isinstance(f.dataType, T.LongType) \
+            elif repeat and c.endswith("_ms") and isinstance(f.dataType, T.LongType) \
                     and c not in ("duration_ms", "span_ms", "time_rebalancing_ms", "commit_interval_ms"):
                 col = col + F.col("_shift") * F.lit(shift_ms)
             if c == "group_id":

@@ -189,10 +189,10 @@ def hostile_report(gold_lake, tmp_path_factory):
     """One recording's group under hostile ids, in a lake where the what-if and skip tables
     were never computed; the report is written by the command line."""
     counts = _episode_counts(gold_lake)
-    cluster = max(counts.items(), key=lambda kv: (kv[1], kv[0]))[0][0]
+    cluster, group = max(counts.items(), key=lambda kv: (kv[1], kv[0]))[0]
     dst = Lake(tmp_path_factory.mktemp("hostile-lake"), spark=gold_lake.spark)
     tables = [t for t in gold_lake.tables() if t not in ("whatif_summary", "whatif_episodes", "skip_windows")]
-    copy_groups(gold_lake, dst, tables=tables, clusters=[cluster],
+    copy_groups(gold_lake, dst, tables=tables, groups=[(cluster, group)],
                 rename=lambda gid, i: F.lit(HOSTILE_GROUP),
                 strings={"client_id": lambda c: F.lit(HOSTILE_CLIENT),
                          "member_id": lambda c: F.concat(F.lit("<b>m</b>"), c),
