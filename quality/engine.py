@@ -140,8 +140,10 @@ def collect_violations(plans: Mapping[str, DataFrame], sample: int = SAMPLE) -> 
     if not plans:
         return out
     u = reduce(DataFrame.unionByName, [p.withColumn("table", F.lit(t)) for t, p in plans.items()])
-    u = u.dropDuplicates(["table", "invariant", "cluster", "key"])
-    w = Window.partitionBy("table", "invariant", "cluster").orderBy("key")
+    # One shuffle on (table, invariant, cluster) serves the de-duplication (a key reported
+    # twice, e.g. by several rows of one member, counts once), the sample and the counts.
+    w = Window.partitionBy("table", "invariant", "cluster").orderBy("key", "detail")
+    u = u.withColumn("_prev", F.lag("key").over(w)).where(F.col("_prev").isNull() | (F.col("_prev") != F.col("key")))
     agg = u.withColumn("_rn", F.row_number().over(w)).groupBy("table", "invariant", "cluster").agg(
         F.count(F.lit(1)).alias("n"),
         F.collect_list(F.when(F.col("_rn") <= sample, F.struct("key", "detail"))).alias("sample"),
