@@ -43,7 +43,6 @@ def _map_records(
     build: Callable[[dict], tuple[list[dict], list[dict]]],
 ) -> DataFrame:
     out_schema = _relaxed(schema)
-    names = [f.name for f in schema]
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
