@@ -6,7 +6,7 @@ executors with the codec; nothing is collected to the driver.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, Window
@@ -16,20 +16,59 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pipelines.silver import records, schemas
 
 # Columns of a bronze row that the row builders read.
-BRONZE_COLUMNS = ["cluster", "partition", "offset", "timestamp", "key", "value", "source", "transactional", "producer_id"]
+BRONZE_COLUMNS = ["cluster", "partition", "offset", "timestamp", "key", "value", "source", "transactional",
+                  "producer_id", "ingest_version"]
 
-# Extra columns every mapped output carries, so one pass yields rows *and* errors.
-_ERROR_FIELDS = [
+# Silver tables decoded from `offsets_records`, with their schemas (no column name is used
+# with two different types, so one wide schema can carry the rows of every table).
+CONSUMER_GROUP_TABLES = {
+    "consumer_group_epochs": schemas.CONSUMER_GROUP_EPOCHS,
+    "consumer_group_members": schemas.CONSUMER_GROUP_MEMBERS,
+    "target_assignment_epochs": schemas.TARGET_ASSIGNMENT_EPOCHS,
+    "target_assignment_member_deltas": schemas.TARGET_ASSIGNMENT_MEMBER_DELTAS,
+    "current_assignments": schemas.CURRENT_ASSIGNMENTS,
+    "topic_ids": schemas.TOPIC_IDS,
+}
+DECODED_TABLES = {
+    "offset_commits": schemas.OFFSET_COMMITS,
+    "group_generations": schemas.GROUP_GENERATIONS,
+    "member_assignments": schemas.MEMBER_ASSIGNMENTS,
+    **CONSUMER_GROUP_TABLES,
+}
+DECODED_TYPES = (*records.OFFSET_COMMIT_TYPES, records.GROUP_METADATA_TYPE, *records.CONSUMER_GROUP_TYPES)
+# The table a record of each type was meant for (named in its quarantine row).
+TARGET_OF_TYPE = {
+    **{t: "offset_commits" for t in records.OFFSET_COMMIT_TYPES},
+    records.GROUP_METADATA_TYPE: "group_generations",
+    **{t: "consumer_group_epochs" for t in records.CONSUMER_GROUP_TYPES},
+}
+
+# The wide row's bookkeeping columns: which table the row belongs to ("_error" for a
+# record that could not be decoded), the bronze version that brought the record, and the
+# raw record for the quarantine.
+TABLE_COLUMN = "_table"
+BRONZE_VERSION_COLUMN = "_bronze_version"
+ERROR_TABLE = "_error"
+_BOOKKEEPING = [
+    pa.field(TABLE_COLUMN, pa.string()),
+    pa.field(BRONZE_VERSION_COLUMN, pa.int64()),
     pa.field("_error", pa.string()),
+    pa.field("_target_table", pa.string()),
     pa.field("_record_type", pa.int32()),
     pa.field("_key", pa.binary()),
     pa.field("_value", pa.binary()),
 ]
 
 
-def _relaxed(schema: pa.Schema) -> pa.Schema:
-    """The table schema with every field nullable plus the error columns (error rows fill only the source)."""
-    return pa.schema([f.with_nullable(True) for f in schema] + _ERROR_FIELDS)
+def _wide_schema() -> pa.Schema:
+    fields: dict[str, pa.Field] = {}
+    for schema in DECODED_TABLES.values():
+        for f in schema:
+            fields.setdefault(f.name, f.with_nullable(True))
+    return pa.schema([*fields.values(), *_BOOKKEEPING])
+
+
+WIDE_SCHEMA = _wide_schema()
 
 
 def key_type_column() -> F.Column:
@@ -37,60 +76,81 @@ def key_type_column() -> F.Column:
     return F.conv(F.hex(F.substring("key", 1, 2)), 16, 10).cast("int")
 
 
-def _map_records(
-    df: DataFrame,
-    schema: pa.Schema,
-    build: Callable[[dict], tuple[list[dict], list[dict]]],
-) -> DataFrame:
-    out_schema = _relaxed(schema)
+def _rows_of(row: dict, kafka_version: str | None) -> tuple[dict[str, list[dict]], list[dict]]:
+    """One bronze record → ({silver table: rows}, decode errors)."""
+    record_type = row["record_type"]
+    if record_type in records.OFFSET_COMMIT_TYPES:
+        good, bad = records.offset_commit_rows(row, kafka_version)
+        return {"offset_commits": good}, bad
+    if record_type == records.GROUP_METADATA_TYPE:
+        generations, members, bad = records.group_metadata_rows(row, kafka_version)
+        return {"group_generations": generations, "member_assignments": members}, bad
+    return records.consumer_group_rows(row, kafka_version)
+
+
+def decode_increment(bronze: DataFrame, kafka_version: str | None = None) -> DataFrame:
+    """Every coordinator record of `bronze` decoded ONCE into wide rows tagged with their table.
+
+    One `mapInArrow` pass over the bronze rows (the codec is the expensive part, so no
+    record is decoded twice); `table_rows` and `error_rows` then split the result, which
+    the caller persists.
+    """
+    rows = data_records(bronze).where(F.col("record_type").isin(*DECODED_TYPES))
+    columns = [*BRONZE_COLUMNS, "record_type"]
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            rows: list[dict] = []
+            out: list[dict] = []
             for row in batch.to_pylist():
-                good, bad = build(row)
-                rows.extend(good)
-                for err in bad:
-                    rows.append(
-                        {
-                            **{n: err.get(n) for n in ("cluster", "coordinator_partition", "log_offset", "record_ts", "source")},
-                            "_error": err["reason"],
-                            "_record_type": err["record_type"],
-                            "_key": err["key"],
-                            "_value": err["value"],
-                        }
-                    )
-            if rows:
-                yield pa.RecordBatch.from_pylist(rows, schema=out_schema)
+                version = row["ingest_version"]
+                tables, errors = _rows_of(row, kafka_version)
+                for table, table_rows_ in tables.items():
+                    for r in table_rows_:
+                        r[TABLE_COLUMN] = table
+                        r[BRONZE_VERSION_COLUMN] = version
+                        out.append(r)
+                for err in errors:
+                    out.append({
+                        **{n: err.get(n) for n in ("cluster", "coordinator_partition", "log_offset", "record_ts", "source")},
+                        TABLE_COLUMN: ERROR_TABLE,
+                        BRONZE_VERSION_COLUMN: version,
+                        "_error": err["reason"],
+                        "_target_table": TARGET_OF_TYPE[row["record_type"]],
+                        "_record_type": err["record_type"],
+                        "_key": err["key"],
+                        "_value": err["value"],
+                    })
+            if out:
+                yield pa.RecordBatch.from_pylist(out, schema=WIDE_SCHEMA)
 
-    mapped = df.select(*BRONZE_COLUMNS).mapInArrow(run, from_arrow_schema(out_schema))
-    return mapped
+    return rows.select(*columns).mapInArrow(run, from_arrow_schema(WIDE_SCHEMA))
 
 
-def split_errors(mapped: DataFrame, table: str, names: list[str]) -> tuple[DataFrame, DataFrame]:
-    good = mapped.where(F.col("_error").isNull()).select(*names)
-    bad = mapped.where(F.col("_error").isNotNull()).select(
+def table_rows(decoded: DataFrame, table: str, after_version: int = -1) -> DataFrame:
+    """The rows of one silver table from `decode_increment`'s output, brought by bronze
+    versions above `after_version` (a table that is ahead of the others skips what it has)."""
+    return decoded.where((F.col(TABLE_COLUMN) == table) & (F.col(BRONZE_VERSION_COLUMN) > after_version)).select(
+        *DECODED_TABLES[table].names
+    )
+
+
+def error_rows(decoded: DataFrame) -> DataFrame:
+    """Decode failures as bronze `quarantine` rows (keyed by their source position)."""
+    return decoded.where(F.col(TABLE_COLUMN) == ERROR_TABLE).select(
         "cluster",
         F.lit("offsets_records").alias("source_table"),
         F.concat_ws(":", F.lit("partition"), "coordinator_partition", F.lit("offset"), "log_offset").alias("source_key"),
-        F.lit(table).alias("target_table"),
+        F.col("_target_table").alias("target_table"),
         F.col("_error").alias("reason"),
         F.col("_record_type").alias("record_type"),
         F.col("_key").alias("key"),
         F.col("_value").alias("value"),
     )
-    return good, bad
 
 
 def data_records(bronze: DataFrame) -> DataFrame:
     """Bronze rows that are coordinator records (not transaction markers), with their type."""
     return bronze.where(~F.coalesce(F.col("control"), F.lit(False))).withColumn("record_type", key_type_column())
-
-
-def decode_offset_commits(bronze: DataFrame, kafka_version: str | None = None) -> tuple[DataFrame, DataFrame]:
-    rows = data_records(bronze).where(F.col("record_type").isin(*records.OFFSET_COMMIT_TYPES))
-    mapped = _map_records(rows, schemas.OFFSET_COMMITS, lambda r: records.offset_commit_rows(r, kafka_version))
-    return split_errors(mapped, "offset_commits", schemas.OFFSET_COMMITS.names)
 
 
 def resolve_transactions(commits: DataFrame, bronze_markers: DataFrame) -> tuple[DataFrame, DataFrame]:
@@ -126,23 +186,6 @@ def resolve_transactions(commits: DataFrame, bronze_markers: DataFrame) -> tuple
     return plain.select(*names).unionByName(committed.select(*names)), still_open.select(*names)
 
 
-def decode_group_metadata(bronze: DataFrame, kafka_version: str | None = None) -> tuple[DataFrame, DataFrame, DataFrame]:
-    """Type-2 records → (group_generations without incarnation, member_assignments, errors)."""
-    rows = data_records(bronze).where(F.col("record_type") == records.GROUP_METADATA_TYPE)
-
-    def gens(r: dict):
-        g, _, e = records.group_metadata_rows(r, kafka_version)
-        return g, e
-
-    def members(r: dict):
-        _, m, _ = records.group_metadata_rows(r, kafka_version)
-        return m, []
-
-    gen_df, errors = split_errors(_map_records(rows, schemas.GROUP_GENERATIONS, gens), "group_generations", schemas.GROUP_GENERATIONS.names)
-    member_df, _ = split_errors(_map_records(rows, schemas.MEMBER_ASSIGNMENTS, members), "member_assignments", schemas.MEMBER_ASSIGNMENTS.names)
-    return gen_df, member_df, errors
-
-
 def add_incarnations(generations: DataFrame, prior_deletions: DataFrame | None) -> DataFrame:
     """Number each group's incarnations: a deletion (tombstone) ends one, the next record starts another.
 
@@ -167,34 +210,6 @@ def add_incarnations(generations: DataFrame, prior_deletions: DataFrame | None) 
 def attach_incarnation(members: DataFrame, generations: DataFrame) -> DataFrame:
     keys = ["cluster", "coordinator_partition", "log_offset"]
     return members.join(generations.select(*keys, "incarnation"), keys, "left")
-
-
-CONSUMER_GROUP_TABLES = {
-    "consumer_group_epochs": schemas.CONSUMER_GROUP_EPOCHS,
-    "consumer_group_members": schemas.CONSUMER_GROUP_MEMBERS,
-    "target_assignment_epochs": schemas.TARGET_ASSIGNMENT_EPOCHS,
-    "target_assignment_member_deltas": schemas.TARGET_ASSIGNMENT_MEMBER_DELTAS,
-    "current_assignments": schemas.CURRENT_ASSIGNMENTS,
-    "topic_ids": schemas.TOPIC_IDS,
-}
-
-
-def decode_consumer_groups(bronze: DataFrame, kafka_version: str | None = None) -> tuple[dict[str, DataFrame], DataFrame]:
-    """KIP-848 records (types 3–8) → one DataFrame per silver table, plus errors."""
-    rows = data_records(bronze).where(F.col("record_type").isin(*records.CONSUMER_GROUP_TYPES)).cache()
-    out: dict[str, DataFrame] = {}
-    errors = None
-    for table, schema in CONSUMER_GROUP_TABLES.items():
-
-        def build(r: dict, _table: str = table):
-            tables, errs = records.consumer_group_rows(r, kafka_version)
-            # Errors are reported once, by the first table's pass.
-            return tables.get(_table, []), errs if _table == "consumer_group_epochs" else []
-
-        good, bad = split_errors(_map_records(rows, schema, build), table, schema.names)
-        out[table] = good
-        errors = bad if errors is None else errors.unionByName(bad)
-    return out, errors
 
 
 def materialize_target_assignments(epochs: DataFrame, deltas: DataFrame, topic_ids: DataFrame | None) -> DataFrame:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -30,14 +31,6 @@ APP_PREFIX = "silver:"
 VERSION_COLUMN = "ingest_version"
 
 CLASSIC_TABLES = ("group_generations", "member_assignments")
-KIP848_TABLES = (
-    "consumer_group_epochs",
-    "consumer_group_members",
-    "target_assignment_epochs",
-    "target_assignment_member_deltas",
-    "current_assignments",
-    "topic_ids",
-)
 DERIVED_KIP848 = "target_assignments"
 
 
@@ -60,18 +53,33 @@ def _increment(lake, source: str, since: int, upto: int) -> DataFrame:
     return lake.read_since(source, VERSION_COLUMN, since, upto)
 
 
+def _rows_in(lake, table: str) -> int:
+    """Rows in a table's latest snapshot, from the Delta log's file statistics (no scan)."""
+    if not lake.exists(table):
+        return 0
+    return sum(int(n or 0) for n in lake.table(table).get_add_actions(flatten=True).column("num_records").to_pylist())
+
+
 def _write(lake, run: SilverRun, table: str, df: DataFrame, source: str, partition_by=("cluster",)) -> None:
-    df = df.cache()
-    n = df.count()
+    # One Spark job: the rows written are counted from the new files' statistics, not by a
+    # second pass over `df`.
+    before = _rows_in(lake, table)
     lake.write_df(table, df, mode="append", partition_by=list(partition_by), app_transactions={APP_PREFIX + source: run.bronze_version})
-    run.rows_written[table] = run.rows_written.get(table, 0) + n
-    df.unpersist()
+    run.rows_written[table] = run.rows_written.get(table, 0) + _rows_in(lake, table) - before
+
+
+def _advance(lake, table: str, schema, source: str, version: int) -> None:
+    """Nothing new for `table`: commit only its position (creating it empty if need be), so
+    the next run does not read this increment again."""
+    if not lake.exists(table):
+        lake.create(table, schema, partition_by=["cluster"])
+    lake.append(table, schema.empty_table(), app_transactions={APP_PREFIX + source: version})
 
 
 def _quarantine(lake, run: SilverRun, errors: DataFrame) -> None:
     """Decode failures → bronze quarantine, keyed by source position (a replay adds nothing)."""
-    rows = errors.toArrow() if hasattr(errors, "toArrow") else None
-    if rows is None or rows.num_rows == 0:
+    rows = errors.toArrow()
+    if rows.num_rows == 0:
         return
     from pipelines.ingest.schemas import QUARANTINE as Q
 
@@ -80,107 +88,127 @@ def _quarantine(lake, run: SilverRun, errors: DataFrame) -> None:
 
 
 def update_offsets_silver(lake, kafka_version: str | None = None) -> SilverRun:
-    """Bronze `offsets_records` → offset_commits, classic and KIP-848 silver tables."""
+    """Bronze `offsets_records` → offset_commits, classic and KIP-848 silver tables.
+
+    The increment since the table furthest behind is decoded once (one pass of the codec
+    over each record) and kept for the run; each table then takes the rows of the bronze
+    versions it has not consumed yet.
+    """
     if not lake.exists(BRONZE_OFFSETS):
         return SilverRun(bronze_version=-1)
     upto = lake.version(BRONZE_OFFSETS)
     run = SilverRun(bronze_version=upto)
-    families = {
-        "commits": ("offset_commits",),
-        "classic": CLASSIC_TABLES,
-        "kip848": KIP848_TABLES,
-    }
-    for family, tables in families.items():
-        positions = {t: _consumed(lake, t, BRONZE_OFFSETS) for t in tables}
-        pending = {t: p for t, p in positions.items() if p < upto}
-        if not pending:
-            continue
-        # Tables of one family normally share a position; after a crash between two of
-        # them, each table catches up from its own.
-        for since in sorted(set(pending.values())):
-            targets = [t for t, p in pending.items() if p == since]
-            bronze = _increment(lake, BRONZE_OFFSETS, since, upto).cache()
-            if not _has_records(bronze, FAMILY_TYPES[family]) and not (family == "commits" and lake.exists(OPEN_TXN)):
-                # Nothing of this family in the increment: only move the positions on.
-                for table in targets:
-                    if lake.exists(table):
-                        lake.append(table, lake.schema(table).empty_table(), app_transactions={APP_PREFIX + BRONZE_OFFSETS: upto})
-                bronze.unpersist()
-                continue
-            if family == "commits":
-                _update_commits(lake, run, bronze, kafka_version)
-            elif family == "classic":
-                _update_classic(lake, run, bronze, targets, kafka_version)
-            else:
-                _update_kip848(lake, run, bronze, targets, kafka_version)
-            bronze.unpersist()
+    positions = {t: _consumed(lake, t, BRONZE_OFFSETS) for t in decode_job.DECODED_TABLES}
+    pending = {t: p for t, p in positions.items() if p < upto}
+    if not pending:
+        return run
+    bronze = _increment(lake, BRONZE_OFFSETS, min(pending.values()), upto)
+    decoded = decode_job.decode_increment(bronze, kafka_version).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        # One job decodes everything; the per-table counts say which writes have work.
+        counts = {
+            (r[decode_job.TABLE_COLUMN], r["newest"]): r["n"]
+            for r in decoded.groupBy(decode_job.TABLE_COLUMN).agg(
+                F.count("*").alias("n"), F.max(decode_job.BRONZE_VERSION_COLUMN).alias("newest")).collect()
+        }
+        present = {table: newest for (table, newest) in counts}
+        if decode_job.ERROR_TABLE in present:
+            _quarantine(lake, run, decode_job.error_rows(decoded))
+        if "offset_commits" in pending:
+            _update_commits(lake, run, bronze, decoded, pending["offset_commits"], present, kafka_version)
+        if "group_generations" in pending or "member_assignments" in pending:
+            _update_classic(lake, run, decoded, pending, present)
+        for table in decode_job.CONSUMER_GROUP_TABLES:
+            if table in pending:
+                _write_or_advance(lake, run, table, decoded, pending[table], present)
+    finally:
+        decoded.unpersist()
     return run
 
 
-# Record types (key int16) that feed each family of silver tables.
-FAMILY_TYPES = {"commits": (0, 1), "classic": (2,), "kip848": (3, 4, 5, 6, 7, 8)}
+def _has_new(table: str, since: int, present: dict) -> bool:
+    return table in present and present[table] > since
 
 
-def _has_records(bronze: DataFrame, types: tuple[int, ...]) -> bool:
-    return not decode_job.data_records(bronze).where(F.col("record_type").isin(*types)).isEmpty()
+def _write_or_advance(lake, run: SilverRun, table: str, decoded: DataFrame, since: int, present: dict) -> None:
+    if _has_new(table, since, present):
+        _write(lake, run, table, decode_job.table_rows(decoded, table, since), BRONZE_OFFSETS)
+    else:
+        _advance(lake, table, decode_job.DECODED_TABLES[table], BRONZE_OFFSETS, run.bronze_version)
 
 
-def _update_commits(lake, run: SilverRun, bronze: DataFrame, kafka_version: str | None) -> None:
-    decoded, errors = decode_job.decode_offset_commits(bronze, kafka_version)
+def _update_commits(lake, run: SilverRun, bronze: DataFrame, decoded: DataFrame, since: int, present: dict,
+                    kafka_version: str | None) -> None:
     carried = lake.read(OPEN_TXN) if lake.exists(OPEN_TXN) else None
-    candidates = decoded if carried is None else decoded.unionByName(carried.select(*schemas.OFFSET_COMMITS.names))
-    # Markers of the increment, plus every marker after the oldest carried commit.
-    markers = bronze.where(F.col("control"))
+    if not _has_new("offset_commits", since, present) and carried is None:
+        _advance(lake, "offset_commits", schemas.OFFSET_COMMITS, BRONZE_OFFSETS, run.bronze_version)
+        return
+    new = decode_job.table_rows(decoded, "offset_commits", since)
+    candidates = new if carried is None else new.unionByName(carried.select(*schemas.OFFSET_COMMITS.names))
+    # Markers of the versions this table has not consumed: they close new and carried commits.
+    markers = bronze.where(F.col("control") & (F.col(VERSION_COLUMN) > since))
     effective, still_open = decode_job.resolve_transactions(candidates, markers)
-    _quarantine(lake, run, errors)
-    still_open = still_open.cache()
-    open_rows = still_open.count()
     # The parked commits are replaced first: a crash after this and before the commits
     # are written re-derives both from the same increment (the position has not moved).
     lake.write_df(OPEN_TXN, still_open, mode="overwrite", partition_by=["cluster"])
     _write(lake, run, "offset_commits", effective, BRONZE_OFFSETS)
-    run.rows_written[OPEN_TXN] = open_rows
+    run.rows_written[OPEN_TXN] = _rows_in(lake, OPEN_TXN)
 
 
-def _update_classic(lake, run: SilverRun, bronze: DataFrame, targets: list[str], kafka_version: str | None) -> None:
-    generations, members, errors = decode_job.decode_group_metadata(bronze, kafka_version)
-    prior = None
-    if lake.exists("group_generations"):
-        prior = (
-            lake.read("group_generations")
-            .where(F.col("is_deletion"))
-            .groupBy("cluster", "group_id")
-            .agg(F.count("*").alias("deletions"))
-        )
-    generations = decode_job.add_incarnations(generations, prior).cache()
-    members = decode_job.attach_incarnation(members, generations)
-    _quarantine(lake, run, errors)
-    if "member_assignments" in targets:
-        _write(lake, run, "member_assignments", members, BRONZE_OFFSETS)
-    if "group_generations" in targets:
+def _update_classic(lake, run: SilverRun, decoded: DataFrame, pending: dict, present: dict) -> None:
+    gen_since = pending.get("group_generations")
+    if gen_since is not None:
+        if not _has_new("group_generations", gen_since, present):
+            # No GroupMetadata record in the increment: no members either.
+            for table in CLASSIC_TABLES:
+                if table in pending:
+                    _advance(lake, table, decode_job.DECODED_TABLES[table], BRONZE_OFFSETS, run.bronze_version)
+            return
+        prior = None
+        if lake.exists("group_generations"):
+            prior = (
+                lake.read("group_generations")
+                .where(F.col("is_deletion"))
+                .groupBy("cluster", "group_id")
+                .agg(F.count("*").alias("deletions"))
+            )
+        generations = decode_job.add_incarnations(decode_job.table_rows(decoded, "group_generations", gen_since), prior)
+    else:
+        # Only the members are behind (a crash between the two writes below): the
+        # generations they take their incarnation from are in silver already.
+        generations = lake.read("group_generations")
+    mem_since = pending.get("member_assignments")
+    if mem_since is not None:
+        # Members first: their incarnation comes from the generations computed here.
+        if _has_new("member_assignments", mem_since, present):
+            members = decode_job.table_rows(decoded, "member_assignments", mem_since)
+            _write(lake, run, "member_assignments", decode_job.attach_incarnation(members, generations), BRONZE_OFFSETS)
+        else:
+            _advance(lake, "member_assignments", schemas.MEMBER_ASSIGNMENTS, BRONZE_OFFSETS, run.bronze_version)
+    if gen_since is not None:
         _write(lake, run, "group_generations", generations, BRONZE_OFFSETS)
-    generations.unpersist()
 
 
-def _update_kip848(lake, run: SilverRun, bronze: DataFrame, targets: list[str], kafka_version: str | None) -> None:
-    tables, errors = decode_job.decode_consumer_groups(bronze, kafka_version)
-    _quarantine(lake, run, errors)
-    for table in targets:
-        _write(lake, run, table, tables[table], BRONZE_OFFSETS)
+TARGET_INPUTS = ("target_assignment_epochs", "target_assignment_member_deltas", "topic_ids")
 
 
 def rebuild_target_assignments(lake) -> int:
-    """`target_assignments` from the epoch and delta tables (replaced whole: KIP-848 records are few)."""
+    """`target_assignments` from the epoch and delta tables, replaced whole when they changed
+    (KIP-848 records are few); returns the rows written (0: inputs unchanged, nothing done).
+
+    The versions of the inputs it was built from ride along as app transactions
+    (`silver:<input>`), so an unchanged input costs no Spark job."""
     if not lake.exists("target_assignment_epochs"):
+        return 0
+    versions = {APP_PREFIX + t: lake.version(t) for t in TARGET_INPUTS if lake.exists(t)}
+    if lake.exists(DERIVED_KIP848) and lake.app_versions(DERIVED_KIP848, APP_PREFIX) == versions:
         return 0
     topic_ids = lake.read("topic_ids") if lake.exists("topic_ids") else None
     df = decode_job.materialize_target_assignments(
         lake.read("target_assignment_epochs"), lake.read("target_assignment_member_deltas"), topic_ids
-    ).cache()
-    n = df.count()
-    lake.write_df(DERIVED_KIP848, df, mode="overwrite", partition_by=["cluster"])
-    df.unpersist()
-    return n
+    )
+    lake.write_df(DERIVED_KIP848, df, mode="overwrite", partition_by=["cluster"], app_transactions=versions)
+    return _rows_in(lake, DERIVED_KIP848)
 
 
 def update_events_silver(lake) -> SilverRun:
