@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Mapping, Sequence
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -212,7 +214,7 @@ class Lake:
                 continue
             if lo is not None and upto is not None and lo > upto:
                 continue
-            files.append(path if "://" in path else f"{self.uri(name)}/{path}")
+            files.append(path if "://" in path else f"{self.uri(name)}/{unquote(path)}")
         schema = pa.schema(dt.schema().to_arrow())
         df = sparkio.read_files(self.spark, self.uri(name), files, schema, list(dt.metadata().partition_columns))
         from pyspark.sql import functions as F
@@ -345,15 +347,7 @@ class Lake:
         dt = self.table(name)
         table_schema = pa.schema(dt.schema().to_arrow())
         parts = list(dt.metadata().partition_columns)
-        from pyspark.sql import functions as F
-
-        cols = []
-        for f in table_schema:
-            if f.name in df.columns:
-                cols.append(F.col(f"`{f.name}`").cast(sparkio.spark_schema(pa.schema([f]))[0].dataType).alias(f.name))
-            else:
-                cols.append(F.lit(None).cast(sparkio.spark_schema(pa.schema([f]))[0].dataType).alias(f.name))
-        actions = sparkio.write_files(self.spark, df.select(*cols), self.uri(name), dt.to_pyarrow_dataset().filesystem, parts)
+        actions = sparkio.write_files(self.spark, _conform_df(df, table_schema), self.uri(name), dt.to_pyarrow_dataset().filesystem, parts)
         dt.create_write_transaction(
             actions,
             mode=mode,
@@ -363,6 +357,148 @@ class Lake:
             commit_properties=_commit(app_transactions, metadata),
         )
         return self.version(name)
+
+    def files_added_since(self, name: str, version: int | None) -> list[str]:
+        """URIs of the data files in the latest snapshot that were not in it at `version`
+        (every file when `version` is None or negative). No Spark, only the log."""
+        dt = self.table(name)
+        now = dt.file_uris()
+        if version is None or version < 0:
+            return now
+        if version > dt.version():
+            raise LakeError(f"table {name} is at version {dt.version()}, not at {version} or later (rewritten or replaced?)")
+        if version == dt.version():
+            return []
+        before = set(self.table(name, version).file_uris())
+        return [f for f in now if f not in before]
+
+    def added_since(self, name: str, version: int | None):
+        """The rows of the files added to `name` after `version`, as a Spark DataFrame
+        (the whole table when `version` is None or -1).
+
+        Meant for append-only tables without a per-row version column (silver): a row is new
+        when the file holding it is. A rewrite of old rows (`optimize`) makes them count as
+        added again, so a consumer must treat the result as "possibly new" (idempotent use).
+        """
+        dt = self.table(name)
+        schema = pa.schema(dt.schema().to_arrow())
+        files = self.files_added_since(name, version)
+        return sparkio.read_files(self.spark, self.uri(name), files, schema, list(dt.metadata().partition_columns))
+
+    def replace_rows(
+        self,
+        name: str,
+        df,
+        keys,
+        key_columns: Sequence[str],
+        partition_by: Sequence[str] | None = None,
+        app_transactions: Mapping[str, int] | None = None,
+    ) -> int:
+        """Replace every row whose `key_columns` match a row of `keys` (a Spark DataFrame)
+        by the rows of `df`, in ONE Delta commit (copy-on-write delete + insert).
+
+        The data files holding any key are found with Spark (`_metadata.file_path`, semi
+        join on the keys: keys are data, never spliced into SQL, so untrusted strings are
+        safe); their rows without a key are rewritten together with `df`; the commit removes
+        those files and adds the new ones, with `app_transactions`. A key without rows in
+        `df` is deleted. Every row of `df` must carry a key of `keys` (else a later replace
+        of that key finds it, but this one does not remove its older copies). Only files of
+        the partitions (of partition columns among `key_columns`) the keys name are read.
+        Creates the table (partitioned by `partition_by`) when missing. Keys are compared
+        null-safely. Returns the table version (unchanged when there was nothing to do).
+        """
+        from deltalake.transaction import RemoveAction
+        from pyspark.sql import functions as F
+
+        key_columns = list(key_columns)
+        if not key_columns:
+            raise LakeError("replace_rows needs at least one key column")
+        missing = [c for c in key_columns if c not in df.columns or c not in keys.columns]
+        if missing:
+            raise LakeError(f"replace_rows on {name}: key column(s) {missing} missing from the rows or the keys")
+        self.create(name, sparkio.arrow_schema(df.schema), partition_by)
+        dt = self.table(name)
+        table_schema = pa.schema(dt.schema().to_arrow())
+        parts = list(dt.metadata().partition_columns)
+        keys = keys.select(*[F.col(f"`{c}`") for c in key_columns]).distinct()
+
+        candidates = self._files_for_keys(name, dt, keys, key_columns, parts)
+        removes, old_rows = [], None
+        if candidates:
+            holding = self._files_holding(name, table_schema, parts, candidates, keys, key_columns)
+            if holding:
+                files = [candidates[p]["uri"] for p in holding]
+                kept = sparkio.read_files(self.spark, self.uri(name), files, table_schema, parts)
+                old_rows = kept.join(F.broadcast(keys), _null_safe_on(kept, keys, key_columns), "left_anti")
+                now = int(time.time() * 1000)
+                for p in holding:
+                    a = candidates[p]
+                    # delta-rs percent-encodes action paths itself: give it the file's own path.
+                    removes.append(RemoveAction(path=p, data_change=True, deletion_timestamp=now,
+                                                size=a["size"], partition_values=a["partition_values"]))
+        out = _conform_df(df, table_schema)
+        if old_rows is not None:
+            out = out.unionByName(old_rows.select(*out.columns))
+        adds = sparkio.write_files(self.spark, out, self.uri(name), dt.to_pyarrow_dataset().filesystem, parts)
+        if not adds and not removes and not app_transactions:
+            return dt.version()
+        dt.create_write_transaction(
+            [*removes, *adds],
+            mode="append",
+            schema=table_schema,
+            partition_by=parts or None,
+            commit_properties=_commit(app_transactions, None),
+        )
+        return self.version(name)
+
+    def _files_for_keys(self, name: str, dt: DeltaTable, keys, key_columns: list[str], parts: list[str]) -> dict[str, dict]:
+        """Data files (relative path → path, uri, size, partition values) that may hold a
+        key: when partition columns are key columns, only the partitions the keys name."""
+        actions = pa.table(dt.get_add_actions(flatten=False)).to_pylist()
+        if not actions:
+            return {}
+        # Prune by partition only on string/integer partition columns: their log text is
+        # str(value) (other types have their own serialization; those read every file).
+        schema = pa.schema(dt.schema().to_arrow())
+        key_parts = [c for c in parts if c in key_columns
+                     and (pa.types.is_string(schema.field(c).type) or pa.types.is_large_string(schema.field(c).type)
+                          or pa.types.is_integer(schema.field(c).type))]
+        wanted = None
+        if key_parts:
+            # The distinct partition values of the keys: a handful (clusters), fine to collect.
+            wanted = {tuple(None if r[c] is None else str(r[c]) for c in key_parts)
+                      for r in keys.select(*[f"`{c}`" for c in key_parts]).distinct().collect()}
+        found = {}
+        for a in actions:
+            pv = a.get("partition") or {}
+            if wanted is not None:
+                value = tuple(_partition_text(pv.get(c)) for c in key_parts)
+                if value not in wanted:
+                    continue
+            # The log's path is the percent-encoded file path under the table root.
+            on_disk = unquote(a["path"])
+            found[on_disk] = {"path": a["path"], "uri": f"{self.uri(name)}/{on_disk}", "size": a["size_bytes"],
+                              "partition_values": {k: _partition_text(v) for k, v in pv.items()}}
+        return found
+
+    def _files_holding(self, name: str, table_schema: pa.Schema, parts: list[str], candidates: dict, keys, key_columns: list[str]) -> list[str]:
+        """Which of the candidate files hold at least one key (one Spark job: the key
+        columns and the file path of each row, semi-joined with the broadcast keys)."""
+        from pyspark.sql import functions as F
+
+        df = sparkio.read_files(self.spark, self.uri(name), [c["uri"] for c in candidates.values()], table_schema, parts)
+        df = df.select(*[F.col(f"`{c}`") for c in key_columns], F.col("_metadata.file_path").alias("__file"))
+        hits = df.join(F.broadcast(keys), _null_safe_on(df, keys, key_columns), "left_semi").select("__file").distinct().collect()
+        depth = len(parts) + 1  # data files sit directly in their col=value/... folders
+        holding = []
+        for row in hits:
+            # Spark reports the percent-encoded URI of the file; its last components are the
+            # file's path under the table root.
+            rel = "/".join(_decoded(row["__file"]).split("/")[-depth:])
+            if rel not in candidates:
+                raise LakeError(f"table {name}: Spark read a file the log does not list ({row['__file']})")
+            holding.append(rel)
+        return sorted(holding)
 
     def register_views(self, spark=None) -> list[str]:
         """Register every table as a Spark temp view by its name; returns the names."""
@@ -385,6 +521,13 @@ class Lake:
         return self.table(name).vacuum(
             retention_hours=retention_hours, dry_run=dry_run, enforce_retention_duration=enforce_retention_duration
         )
+
+    def commit_rows(self, name: str, version: int | None = None) -> int:
+        """Rows added by one commit (default: the latest), from its add actions' statistics:
+        what a write put in the table, without a Spark pass to count it."""
+        dt = self.table(name)
+        v = dt.version() if version is None else version
+        return txlog.rows_added(dt.to_pyarrow_dataset().filesystem, v)
 
     # ----------------------------------------------------------------- app transactions
     def app_version(self, name: str, app_id: str) -> int | None:
@@ -427,3 +570,37 @@ def _anti_join(data: pa.Table, existing: pa.Table, key: list[str]) -> pa.Table:
     existing = existing.select(key).cast(keyed.select(key).schema)
     kept = keyed.join(existing, keys=key, join_type="left anti", use_threads=False)["__row"]
     return data.take(kept.take(pc.sort_indices(kept))) if len(kept) != data.num_rows else data
+
+
+def _conform_df(df, table_schema: pa.Schema):
+    """`df`'s columns in the table's order and types; columns it lacks are nulls."""
+    from pyspark.sql import functions as F
+
+    cols = []
+    for f in table_schema:
+        dtype = sparkio.spark_schema(pa.schema([f]))[0].dataType
+        src = F.col(f"`{f.name}`") if f.name in df.columns else F.lit(None)
+        cols.append(src.cast(dtype).alias(f.name))
+    return df.select(*cols)
+
+
+def _null_safe_on(left, right, columns: list[str]):
+    cond = None
+    for c in columns:
+        t = left[f"`{c}`"].eqNullSafe(right[f"`{c}`"])
+        cond = t if cond is None else cond & t
+    return cond
+
+
+def _decoded(path: str) -> str:
+    """A file path or URI without scheme and percent-encoding, for comparing the log's
+    paths with the ones Spark reports (`file:/x`, `file:///x`, `/x` are the same file)."""
+    p = unquote(path)
+    if p.startswith("file:"):
+        p = "/" + p[len("file:"):].lstrip("/")
+    return p
+
+
+def _partition_text(v) -> str | None:
+    # The log stores partition values as strings (null for the Hive null partition).
+    return None if v is None else str(v)

@@ -176,6 +176,11 @@ def write_files(spark, df, table_uri: str, table_fs, partition_by: list[str]):
         fs.mkdirs(dst.getParent())
         if not fs.rename(Path(uri), dst):
             raise RuntimeError(f"could not move Spark output {uri} into the table")
+        stats = file_stats(table_fs, relative, partition_by)
+        if json.loads(stats)["numRecords"] == 0:
+            # Spark writes one row-less file for an empty output: nothing to add.
+            fs.delete(dst, False)
+            continue
         actions.append(
             AddAction(
                 path=relative,
@@ -183,7 +188,7 @@ def write_files(spark, df, table_uri: str, table_fs, partition_by: list[str]):
                 partition_values=_partition_values(relative, partition_by),
                 modification_time=mtime,
                 data_change=True,
-                stats=file_stats(table_fs, relative, partition_by),
+                stats=stats,
             )
         )
     fs.delete(Path(target), True)

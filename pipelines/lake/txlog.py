@@ -63,3 +63,21 @@ def app_transactions(fs: pafs.FileSystem, up_to_version: int | None = None) -> d
                 if txn:
                     found[txn["appId"]] = int(txn["version"])
     return found
+
+
+def rows_added(fs: pafs.FileSystem, version: int) -> int:
+    """Sum of `numRecords` over the add actions of commit `version` (a file without
+    statistics is an error: the count would be wrong, not zero)."""
+    total = 0
+    with fs.open_input_stream(f"{LOG_DIR}/{version:020d}.json") as f:
+        for line in f.read().decode("utf-8").splitlines():
+            if '"add"' not in line:
+                continue
+            add = json.loads(line).get("add")
+            if not add:
+                continue
+            stats = json.loads(add.get("stats") or "{}")
+            if "numRecords" not in stats:
+                raise ValueError(f"commit {version}: file {add.get('path')} has no numRecords statistic")
+            total += int(stats["numRecords"])
+    return total
