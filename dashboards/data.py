@@ -1,26 +1,37 @@
-"""What the report needs from the lake, aggregated in Spark and streamed to the driver page by page.
+"""What the report needs from the lake: a few aggregations in Spark, small Arrow results on the driver.
 
-Two Spark queries feed the whole report, whatever the number of groups:
+Three Spark queries feed the whole report, whatever the number of groups or clusters; each
+is distributed, and only its aggregated, bounded result comes to the driver, as Arrow
+(`DataFrame.toArrow`):
 
-* `overview_rows(lake)`: one row per consumer group with its headline figures, sorted by
-  rank (rebalances, then time spent rebalancing, then duplicate risk), read with
-  `toLocalIterator` so only one partition of rows sits on the driver at a time;
-* `group_pages(lake)`: every group's page data as (group key, kind, JSON payload) rows,
-  globally sorted by group key, streamed and cut into one `GroupData` per group. Per-group
-  detail is capped in Spark (the latest N intervals, episodes, windows...) and commit
-  rates are bucketed there, so a group with 10 000 rebalances still yields one page-sized
-  bundle; the page states what it leaves out.
+* `group_stats`: one row per consumer group with its headline figures and the totals the
+  pages quote (one union of every table's (cluster, group_id, figures...) rows, one
+  groupBy: a single shuffle);
+* `page_detail`: what each group page draws and lists, as (group key, kind, sort, JSON)
+  rows: the latest ownership intervals and episodes, the top-N rows of every finding
+  (the most records at risk, the longest idle spans and stalls...), the latest
+  incarnation's what-if rows. One union, one window ranking rows within (group, kind),
+  one shuffle;
+* `commit_rates`: records/s committed per partition, bucketed in time per group, for each
+  group's busiest partitions (one aggregation, plus one shuffle by group for the ranking).
+
+Bounds: every per-group list is capped (`Caps`), and each kind also has a report-wide
+row budget; when the groups' totals would exceed it, the cap is lowered for the biggest
+groups only (`fit_cap`), so 10 000 groups or 100 000 episodes still bring a bounded number
+of rows to the driver. The stats row of each group carries the full totals, so a page
+says what it leaves out.
 
 Tables that are absent from the lake are reported in `LakeTables.missing` and their
 sections say "not computed"; nothing here fails because a job has not run yet.
 """
 from __future__ import annotations
 
-import itertools
 import json
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -36,7 +47,14 @@ SILVER = ("group_generations", "offset_commits", "member_assignments", "consumer
 
 @dataclass(frozen=True)
 class Caps:
-    """How much of one group's history a page draws (the latest rows are kept)."""
+    """How much of one group's history a page draws, and of the whole report the driver holds.
+
+    Per group: the latest `intervals`/`episodes`/`gaps`, the top `windows` duplicate and skip
+    windows (most records first), `idle` longest idle spans, `storms` longest storms,
+    `anomalies` longest anomalies, the `rate_partitions` busiest partitions' commit rates in
+    at most `rate_buckets` time buckets, the what-if rows of the latest incarnation.
+    Report-wide (`budget_*`): at most that many rows of each kind reach the driver; a cap is
+    lowered (never below `floor`) for the groups that hold more, see `fit_cap`."""
 
     intervals: int = 1500
     episodes: int = 400
@@ -45,8 +63,14 @@ class Caps:
     storms: int = 200
     anomalies: int = 500
     gaps: int = 200
+    whatif: int = 64
     rate_partitions: int = 24
     rate_buckets: int = 150
+    budget_intervals: int = 600_000
+    budget_episodes: int = 300_000
+    budget_findings: int = 200_000  # per finding kind (duplicate, skip, idle, storm, anomaly, gap)
+    budget_rate_points: int = 600_000
+    floor: int = 10
 
 
 @dataclass
@@ -55,7 +79,6 @@ class LakeTables:
 
     frames: dict[str, DataFrame]
     missing: list[str]
-    stats: DataFrame | None = None  # group_stats, computed once and cached
 
     @classmethod
     def read(cls, lake) -> "LakeTables":
@@ -73,30 +96,10 @@ class LakeTables:
     def has(self, name: str) -> bool:
         return name in self.frames
 
-    def release(self) -> None:
-        if self.stats is not None:
-            self.stats.unpersist()
-            self.stats = None
-
 
 def group_key_col() -> F.Column:
     """sha256 hex of cluster NUL group_id: the same value as `dashboards.safe.group_hash`."""
     return F.sha2(F.concat(F.col("cluster"), F.lit("\u0000"), F.col("group_id")), 256)
-
-
-def _ms(c: str) -> F.Column:
-    return F.unix_millis(F.col(c))
-
-
-def _with_ms(df: DataFrame) -> DataFrame:
-    """Timestamps become epoch milliseconds, so the JSON payloads carry plain numbers."""
-    cols = []
-    for f in df.schema.fields:
-        if isinstance(f.dataType, (T.TimestampType, T.TimestampNTZType)):
-            cols.append(F.unix_millis(F.col(f"`{f.name}`")).alias(f.name))
-        else:
-            cols.append(F.col(f"`{f.name}`"))
-    return df.select(*cols)
 
 
 def _present(df: DataFrame, *names: str) -> list[str]:
@@ -104,112 +107,361 @@ def _present(df: DataFrame, *names: str) -> list[str]:
     return [n for n in names if n in have]
 
 
-# -- overview ----------------------------------------------------------------------------
+def _is_time(df: DataFrame, name: str) -> bool:
+    return isinstance(df.schema[name].dataType, (T.TimestampType, T.TimestampNTZType))
+
+
+# -- headline figures per group (one query) -----------------------------------------------
 
 OVERVIEW_COLUMNS = (
     "cluster", "group_id", "protocol_kind", "rebalances", "generations", "incomplete_rebalances",
     "rebalancing_ms", "last_rebalance_ms", "duplicate_windows", "duplicate_records", "skip_windows",
     "idle_members", "storms", "anomalies", "coverage_gaps", "ownership_intervals",
 )
+# Totals the pages quote next to a capped list, and what the commit-rate buckets need.
+EXTRA_COLUMNS = ("skip_records", "idle_spans", "commit_partitions", "commit_t0", "commit_t1")
+
+# Within a computed table, a group with no rows has zero of it (not "unknown").
+ZERO_IF = {
+    "rebalance_episodes": ("rebalances", "generations", "incomplete_rebalances", "rebalancing_ms"),
+    "duplicate_windows": ("duplicate_windows", "duplicate_records"),
+    "skip_windows": ("skip_windows", "skip_records"), "idle_consumers": ("idle_members", "idle_spans"),
+    "rebalance_storms": ("storms",), "commit_anomalies": ("anomalies",), "coverage_gaps": ("coverage_gaps",),
+    "ownership_intervals": ("ownership_intervals",), "offset_commits": ("commit_partitions",),
+}
 
 
-def group_stats(t: LakeTables) -> DataFrame:
-    """One row per (cluster, group_id) seen anywhere in the lake, with its headline figures.
-    A figure whose table is absent is null (the page prints "not computed")."""
-    if t.stats is not None:
-        return t.stats
-    # Every gold row derives from these silver tables, so their groups are all the groups;
-    # scanning the gold tables too would only add work.
-    keys = [t.get(name).select(*GROUP_KEYS) for name in SILVER if t.has(name)]
-    if not keys:
-        keys = [df.select(*GROUP_KEYS) for df in t.frames.values() if set(GROUP_KEYS) <= set(df.columns)]
-    if not keys:
-        return None
-    groups = keys[0]
-    for k in keys[1:]:
-        groups = groups.unionByName(k)
-    out = groups.distinct()
+def _stat_inputs(t: LakeTables) -> list[tuple[str, dict[str, F.Column]]]:
+    """Per table: the per-row values the single groupBy of `group_stats` folds.
 
-    def join(agg: DataFrame) -> None:
-        nonlocal out
-        out = out.join(agg, list(GROUP_KEYS), "left")
-
+    Each table contributes one branch of a union; a value column another table fills is null
+    in this branch. Distinct counts are `size(collect_set(...))` (collect_set skips nulls and
+    merges map-side), which keeps the whole aggregation to one shuffle."""
+    out: list[tuple[str, dict[str, F.Column]]] = []
+    one = F.lit(1).cast("long")
+    for name in SILVER:
+        if t.has(name) and name != "offset_commits":
+            out.append((name, {}))
+    if t.has("offset_commits"):
+        c = t.get("offset_commits")
+        # The same rows `commit_rates` buckets: commits that carry an offset.
+        ok = F.col("offset").isNotNull()
+        if "is_deletion" in c.columns:
+            ok = ok & ~F.coalesce(F.col("is_deletion"), F.lit(False))
+        out.append(("offset_commits", {
+            "_part": F.when(ok, F.struct(F.col("topic"), F.col("partition"))),
+            "_t": F.when(ok, F.unix_millis(F.col("record_ts"))),
+        }))
     if t.has("rebalance_episodes"):
         e = t.get("rebalance_episodes")
         real = ~F.coalesce(F.col("empty_transition"), F.lit(False))
-        join(e.groupBy(*GROUP_KEYS).agg(
-            F.countDistinct(F.when(real, F.struct("incarnation", "logical_rebalance_id"))).alias("rebalances"),
-            F.count("*").alias("generations"),
-            F.sum(F.when(F.col("completed_at").isNull(), 1).otherwise(0)).alias("incomplete_rebalances"),
-            F.sum(F.coalesce("duration_ms", F.lit(0))).alias("rebalancing_ms"),
-            F.max(F.unix_millis(F.coalesce("completed_at", "started_at"))).alias("last_rebalance_ms"),
-            F.first("protocol_kind", ignorenulls=True).alias("protocol_kind"),
-        ))
+        out.append(("rebalance_episodes", {
+            "_rebalance": F.when(real, F.struct(F.col("incarnation"), F.col("logical_rebalance_id"))),
+            "_episode": one,
+            "_incomplete": F.when(F.col("completed_at").isNull(), 1).otherwise(0).cast("long"),
+            "_duration": F.coalesce(F.col("duration_ms"), F.lit(0)).cast("long"),
+            "_last": F.unix_millis(F.coalesce(F.col("completed_at"), F.col("started_at"))),
+            "_pk_e": F.col("protocol_kind") if "protocol_kind" in e.columns else F.lit(None).cast("string"),
+        }))
     if t.has("ownership_intervals"):
-        o = t.get("ownership_intervals").groupBy(*GROUP_KEYS).agg(F.count("*").alias("ownership_intervals"),
-                                                                   F.first("protocol_kind", ignorenulls=True).alias("_pk"))
-        join(o)
-        out = out.withColumn("protocol_kind", F.coalesce(*[c for c in ("protocol_kind", "_pk") if c in out.columns])).drop("_pk")
+        o = t.get("ownership_intervals")
+        out.append(("ownership_intervals", {
+            "_interval": one,
+            "_pk_o": F.col("protocol_kind") if "protocol_kind" in o.columns else F.lit(None).cast("string"),
+        }))
     if t.has("duplicate_windows"):
-        join(t.get("duplicate_windows").groupBy(*GROUP_KEYS).agg(
-            F.count("*").alias("duplicate_windows"),
-            F.sum(F.greatest(F.coalesce("estimated_records", F.lit(0)), F.lit(0))).alias("duplicate_records")))
+        out.append(("duplicate_windows", {
+            "_dup": one, "_dup_records": F.greatest(F.coalesce(F.col("estimated_records"), F.lit(0)), F.lit(0)).cast("long")}))
     if t.has("skip_windows"):
-        join(t.get("skip_windows").groupBy(*GROUP_KEYS).agg(F.count("*").alias("skip_windows")))
+        out.append(("skip_windows", {
+            "_skip": one, "_skip_records": F.greatest(F.coalesce(F.col("records"), F.lit(0)), F.lit(0)).cast("long")}))
     if t.has("idle_consumers"):
         i = t.get("idle_consumers")
         lasting = ~F.coalesce(F.col("transient"), F.lit(False)) if "transient" in i.columns else F.lit(True)
-        join(i.groupBy(*GROUP_KEYS).agg(F.countDistinct(F.when(lasting, F.col("member_id"))).alias("idle_members")))
-    if t.has("rebalance_storms"):
-        join(t.get("rebalance_storms").groupBy(*GROUP_KEYS).agg(F.count("*").alias("storms")))
-    if t.has("commit_anomalies"):
-        join(t.get("commit_anomalies").groupBy(*GROUP_KEYS).agg(F.count("*").alias("anomalies")))
-    if t.has("coverage_gaps"):
-        join(t.get("coverage_gaps").groupBy(*GROUP_KEYS).agg(F.count("*").alias("coverage_gaps")))
+        out.append(("idle_consumers", {"_idle_span": one, "_idle_member": F.when(lasting, F.col("member_id"))}))
+    for name, col in (("rebalance_storms", "_storm"), ("commit_anomalies", "_anomaly"), ("coverage_gaps", "_gap")):
+        if t.has(name):
+            out.append((name, {col: one}))
+    return out
 
-    cols = []
-    for c in OVERVIEW_COLUMNS:
-        if c in out.columns:
-            cols.append(F.col(c))
+
+def _stats_frame(t: LakeTables) -> DataFrame | None:
+    inputs = _stat_inputs(t)
+    if not inputs:
+        return None
+    # Every value column with its type, so each branch can fill the others with typed nulls.
+    types: dict[str, T.DataType] = {}
+    branches = []
+    for name, values in inputs:
+        df = t.get(name)
+        if not set(GROUP_KEYS) <= set(df.columns):
+            continue
+        sel = df.select(*GROUP_KEYS, *[v.alias(k) for k, v in values.items()])
+        for f in sel.schema.fields[len(GROUP_KEYS):]:
+            types.setdefault(f.name, f.dataType)
+        branches.append((sel, set(values)))
+    if not branches:
+        return None
+    union = None
+    for sel, have in branches:
+        cols = [F.col(k) for k in GROUP_KEYS] + [
+            F.col(k) if k in have else F.lit(None).cast(types[k]).alias(k) for k in types]
+        b = sel.select(*cols)
+        union = b if union is None else union.unionByName(b)
+
+    def has(c):
+        return c in types
+
+    def sum_(c):
+        return F.sum(c) if has(c) else F.lit(None).cast("long")
+
+    def max_(c):
+        return F.max(c) if has(c) else F.lit(None).cast("long")
+
+    def min_(c):
+        return F.min(c) if has(c) else F.lit(None).cast("long")
+
+    def distinct(c):
+        return F.size(F.collect_set(c)).cast("long") if has(c) else F.lit(None).cast("long")
+
+    def kind(c):
+        return F.max(c) if has(c) else F.lit(None).cast("string")
+
+    out = union.groupBy(*GROUP_KEYS).agg(
+        # The kind of the group's episodes, else of its ownership intervals.
+        F.coalesce(kind("_pk_e"), kind("_pk_o")).alias("protocol_kind"),
+        distinct("_rebalance").alias("rebalances"),
+        sum_("_episode").alias("generations"),
+        sum_("_incomplete").alias("incomplete_rebalances"),
+        sum_("_duration").alias("rebalancing_ms"),
+        max_("_last").alias("last_rebalance_ms"),
+        sum_("_dup").alias("duplicate_windows"),
+        sum_("_dup_records").alias("duplicate_records"),
+        sum_("_skip").alias("skip_windows"),
+        distinct("_idle_member").alias("idle_members"),
+        sum_("_storm").alias("storms"),
+        sum_("_anomaly").alias("anomalies"),
+        sum_("_gap").alias("coverage_gaps"),
+        sum_("_interval").alias("ownership_intervals"),
+        sum_("_skip_records").alias("skip_records"),
+        sum_("_idle_span").alias("idle_spans"),
+        distinct("_part").alias("commit_partitions"),
+        min_("_t").alias("commit_t0"),
+        max_("_t").alias("commit_t1"),
+    )
+    for table, names in ZERO_IF.items():
+        for n in names:
+            out = out.withColumn(n, (F.coalesce(F.col(n), F.lit(0)) if t.has(table) else F.col(n)).cast("long"))
+    # A table the lake lacks: its figures are null ("not computed"), not 0.
+    return out.select(group_key_col().alias("key"), *OVERVIEW_COLUMNS, *EXTRA_COLUMNS)
+
+
+def group_stats(t: LakeTables) -> pa.Table | None:
+    """One row per (cluster, group_id) seen in the silver tables (every gold row derives from
+    them), with its headline figures; ranked (see `rank_sort_keys`). A figure whose table is
+    absent is null (the page prints "not computed"). One Spark query, collected as Arrow."""
+    df = _stats_frame(t)
+    if df is None:
+        return None
+    table = df.toArrow()
+    return table.sort_by(rank_sort_keys()) if table.num_rows else table
+
+
+def rank_sort_keys() -> list[tuple[str, str]]:
+    """Rebalances, then time rebalancing, then records at risk (each highest first, missing
+    last), then cluster and group id."""
+    return [("rebalances", "descending"), ("rebalancing_ms", "descending"), ("duplicate_records", "descending"),
+            ("cluster", "ascending"), ("group_id", "ascending")]
+
+
+# -- bounds ------------------------------------------------------------------------------
+
+
+def fit_cap(counts, cap: int, budget: int, floor: int = 10) -> int:
+    """The largest k ≤ cap with Σ min(count, k) ≤ budget: groups with fewer rows than k are
+    untouched, only the biggest ones are cut. Never below `floor` (so with very many groups
+    the budget can be exceeded by at most groups × floor rows)."""
+    c = np.asarray([x or 0 for x in counts], dtype=np.int64)
+    if cap <= floor or int(np.minimum(c, cap).sum()) <= budget:
+        return cap
+    lo, hi = floor, cap  # invariant: answer in [lo, hi]; sum(min(c, lo)) may exceed budget only if lo == floor
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if int(np.minimum(c, mid).sum()) <= budget:
+            lo = mid
         else:
-            cols.append(F.lit(None).cast("string" if c == "protocol_kind" else "long").alias(c))
-    out = out.select(*cols)
-    # Within a computed table, a group with no rows has zero of it (not "unknown").
-    zero_if = {
-        "rebalance_episodes": ("rebalances", "generations", "incomplete_rebalances", "rebalancing_ms"),
-        "duplicate_windows": ("duplicate_windows", "duplicate_records"),
-        "skip_windows": ("skip_windows",), "idle_consumers": ("idle_members",),
-        "rebalance_storms": ("storms",), "commit_anomalies": ("anomalies",), "coverage_gaps": ("coverage_gaps",),
-        "ownership_intervals": ("ownership_intervals",),
-    }
-    for table, names in zero_if.items():
-        if t.has(table):
-            for n in names:
-                out = out.withColumn(n, F.coalesce(F.col(n), F.lit(0)).cast("long"))
-    # Both queries of the report (overview and group pages) start from these figures.
-    t.stats = out.cache()
-    return t.stats
+            hi = mid - 1
+    return lo
 
 
-def rank_order() -> list[F.Column]:
-    return [F.col("rebalances").desc_nulls_last(), F.col("rebalancing_ms").desc_nulls_last(),
-            F.col("duplicate_records").desc_nulls_last(), F.col("cluster"), F.col("group_id")]
+def effective_caps(stats: pa.Table, caps: Caps) -> Caps:
+    """`caps` lowered where the report-wide budgets need it (see `fit_cap`)."""
+    def counts(col):
+        return stats.column(col).to_pylist()
+
+    fc = caps.floor
+    out = replace(
+        caps,
+        intervals=fit_cap(counts("ownership_intervals"), caps.intervals, caps.budget_intervals, fc),
+        episodes=fit_cap(counts("generations"), caps.episodes, caps.budget_episodes, fc),
+        windows=min(fit_cap(counts("duplicate_windows"), caps.windows, caps.budget_findings, fc),
+                    fit_cap(counts("skip_windows"), caps.windows, caps.budget_findings, fc)),
+        idle=fit_cap(counts("idle_spans"), caps.idle, caps.budget_findings, fc),
+        storms=fit_cap(counts("storms"), caps.storms, caps.budget_findings, fc),
+        anomalies=fit_cap(counts("anomalies"), caps.anomalies, caps.budget_findings, fc),
+        gaps=fit_cap(counts("coverage_gaps"), caps.gaps, caps.budget_findings, fc),
+    )
+    # Commit rates: (busiest partitions) x (time buckets) points per group; fewer buckets
+    # for every group when the report would hold too many points.
+    parts = sum(min(p or 0, caps.rate_partitions) for p in counts("commit_partitions"))
+    if parts:
+        buckets = max(caps.floor, min(caps.rate_buckets, caps.budget_rate_points // parts))
+        out = replace(out, rate_buckets=buckets)
+    return out
 
 
-def overview_rows(t: LakeTables) -> Iterator[dict]:
-    """Every group's headline row, best-ranked first, streamed partition by partition."""
-    stats = group_stats(t)
-    if stats is None:
-        return iter(())
-    return (r.asDict() for r in stats.orderBy(*rank_order()).toLocalIterator())
+# -- per-group page detail (one query) ----------------------------------------------------
+
+# kind: (table, columns, display order (time) column, [selection order, best first], cap attribute, description)
+DETAIL = {
+    "episode": ("rebalance_episodes",
+                ("incarnation", "protocol_kind", "protocol", "from_generation", "to_generation", "started_at",
+                 "started_after_ts", "joined_at", "completed_at", "duration_ms", "trigger", "trigger_member", "reason",
+                 "members_before", "members_after", "partitions_moved", "partitions_revoked", "logical_rebalance_id",
+                 "phase", "empty_transition", "start_source"),
+                "started_at", ("started_at",), "episodes"),
+    "interval": ("ownership_intervals",
+                 ("incarnation", "topic", "partition", "member_id", "group_instance_id", "client_id", "client_host",
+                  "owner_kind", "from_ts", "to_ts", "start_generation", "end_generation", "owner_left"),
+                 "from_ts", ("from_ts",), "intervals"),
+    "duplicate": ("duplicate_windows",
+                  ("topic", "partition", "from_member", "to_member", "handover_ts", "start_offset", "end_offset_estimate",
+                   "end_offset_high", "estimated_records", "cause"),
+                  "handover_ts", ("estimated_records", "handover_ts"), "windows"),
+    "skip": ("skip_windows",
+             ("topic", "partition", "member_id", "commit_ts", "start_offset", "end_offset", "records", "cause"),
+             "commit_ts", ("records", "commit_ts"), "windows"),
+    "idle": ("idle_consumers",
+             ("incarnation", "member_id", "group_instance_id", "client_id", "generation", "from_ts", "to_ts",
+              "duration_ms", "cause", "transient"),
+             "from_ts", ("duration_ms", "from_ts"), "idle"),
+    "storm": ("rebalance_storms",
+              ("incarnation", "started_at", "ended_at", "episodes", "generations", "time_rebalancing_ms",
+               "dominant_trigger", "flapping_members"),
+              "started_at", ("time_rebalancing_ms", "started_at"), "storms"),
+    "anomaly": ("commit_anomalies",
+                ("topic", "partition", "kind", "started_at", "ended_at", "span_ms", "offset_from", "offset_to", "commits",
+                 "member_id"),
+                "started_at", ("span_ms", "started_at"), "anomalies"),
+    "gap": ("coverage_gaps",
+            ("topic", "partition", "kind", "from_ts", "to_ts", "log_from", "log_to", "detail"),
+            "from_ts", ("from_ts",), "gaps"),
+}
+WHATIF_COLUMNS = (
+    "incarnation", "group_kind", "real_assignor", "assignor", "protocol", "steps", "rounds", "moved", "revoked",
+    "stw_partition_seconds", "max_balance", "final_balance", "idle_member_rounds", "dup_exposure_records", "errors",
+    "divergences", "actual_rounds", "actual_moved", "actual_revoked", "actual_stw_partition_seconds",
+    "actual_max_balance", "actual_idle_member_rounds", "actual_dup_exposure_records", "notes")
 
 
-# -- per-group pages ---------------------------------------------------------------------
+def _num(df: DataFrame, c: str) -> F.Column:
+    col = F.col(f"`{c}`")
+    return (F.unix_millis(col) if _is_time(df, c) else col).cast("double")
+
+
+def _branch(df: DataFrame, kind: str, cols: tuple[str, ...], sort: str | None, order: tuple[str, ...], cap: int,
+            dense: bool = False) -> DataFrame:
+    """(key, kind, _cap, _dense, _o1, _o2, sort, json) rows: one shape for every kind, so one
+    union and one window rank them all. `order` picks which rows a page keeps (highest
+    first); `sort` is the order the page draws them in; times travel as epoch ms."""
+    present = _present(df, *cols)
+    o = [_num(df, c) if c in df.columns else F.lit(None).cast("double") for c in order]
+    o += [F.lit(None).cast("double")] * (2 - len(o))
+    return df.select(
+        group_key_col().alias("key"), F.lit(kind).alias("kind"), F.lit(cap).alias("_cap"), F.lit(dense).alias("_dense"),
+        o[0].alias("_o1"), o[1].alias("_o2"),
+        (_num(df, sort) if sort and sort in df.columns else F.lit(0.0)).alias("sort"),
+        F.to_json(F.struct(*[_ms_col(df, c) for c in present])).alias("json"),
+    )
+
+
+def _ms_col(df: DataFrame, c: str) -> F.Column:
+    col = F.col(f"`{c}`")
+    return (F.unix_millis(col) if _is_time(df, c) else col).alias(c)
+
+
+def _detail_frame(t: LakeTables, caps: Caps) -> DataFrame | None:
+    branches = []
+    for kind, (table, cols, sort, order, cap_attr, *_rest) in DETAIL.items():
+        df = t.get(table)
+        if df is None or sort not in df.columns or not set(GROUP_KEYS) <= set(df.columns):
+            continue  # absent (the page says "not computed"), or an older table without the column
+        branches.append(_branch(df, kind, cols, sort, order, getattr(caps, cap_attr)))
+    if t.has("whatif_summary"):
+        w = t.get("whatif_summary")
+        if "incarnation" in w.columns:
+            # Every assignor row of the latest incarnation (dense rank 1 on incarnation).
+            branches.append(_branch(w, "whatif", WHATIF_COLUMNS, None, ("incarnation",), caps.whatif, dense=True))
+    if not branches:
+        return None
+    union = branches[0]
+    for b in branches[1:]:
+        union = union.unionByName(b)
+    w = Window.partitionBy("key", "kind").orderBy(F.col("_o1").desc_nulls_last(), F.col("_o2").desc_nulls_last())
+    ranked = union.withColumn("_n", F.row_number().over(w)).withColumn("_d", F.dense_rank().over(w))
+    keep = F.when(F.col("_dense"), (F.col("_d") == 1) & (F.col("_n") <= F.col("_cap"))).otherwise(F.col("_n") <= F.col("_cap"))
+    return ranked.where(keep).select("key", "kind", "sort", "json")
+
+
+# -- commit rates (one query) -------------------------------------------------------------
+
+
+def _commit_rates_frame(t: LakeTables, stats: pa.Table, caps: Caps) -> DataFrame | None:
+    """Records per second committed on each partition, in at most `rate_buckets` time buckets
+    per group, for the `rate_partitions` busiest partitions of the group."""
+    if not t.has("offset_commits"):
+        return None
+    spark = t.get("offset_commits").sparkSession
+    # Bucket width per group from the stats' first and last commit: at least a second per
+    # bucket, since commits are seconds apart (auto-commit defaults to 5 s) and finer
+    # buckets would show gaps rather than a rate.
+    t0 = stats.column("commit_t0").to_pylist()
+    t1 = stats.column("commit_t1").to_pylist()
+    rows = [(c, g, a, max(1_000, -(-(b - a + 1) // caps.rate_buckets)))
+            for c, g, a, b in zip(stats.column("cluster").to_pylist(), stats.column("group_id").to_pylist(), t0, t1)
+            if a is not None and b is not None]
+    if not rows:
+        return None
+    bounds = spark.createDataFrame(rows, "cluster string, group_id string, _t0 long, _w long")
+    c = t.get("offset_commits")
+    if "is_deletion" in c.columns:
+        c = c.where(~F.coalesce(F.col("is_deletion"), F.lit(False)))
+    c = c.where(F.col("offset").isNotNull()).select(*GROUP_KEYS, "topic", "partition", "offset",
+                                                     F.unix_millis(F.col("record_ts")).alias("t"))
+    c = c.join(F.broadcast(bounds), list(GROUP_KEYS))
+    c = c.withColumn("_b", F.floor((F.col("t") - F.col("_t0")) / F.col("_w")))
+    b = c.groupBy(*GROUP_KEYS, "topic", "partition", "_b", "_w", "_t0").agg(
+        F.max("offset").alias("offset"), F.count("*").alias("commits"))
+    # One shuffle by group serves both windows below (their keys start with the group's).
+    b = b.repartition(*GROUP_KEYS)
+    part = Window.partitionBy(*GROUP_KEYS, "topic", "partition")
+    b = b.withColumn("_all", F.sum("commits").over(part))
+    rank = Window.partitionBy(*GROUP_KEYS).orderBy(F.col("_all").desc(), "topic", "partition")
+    b = b.withColumn("_r", F.dense_rank().over(rank)).where(F.col("_r") <= caps.rate_partitions)
+    wp = part.orderBy("_b")
+    b = b.withColumn("_pb", F.lag("_b").over(wp)).withColumn("_po", F.lag("offset").over(wp))
+    rate = F.when(F.col("_pb").isNotNull(),
+                  F.greatest(F.col("offset") - F.col("_po"), F.lit(0)) / ((F.col("_b") - F.col("_pb")) * F.col("_w") / 1000.0))
+    return b.select(group_key_col().alias("key"), "topic", "partition",
+                    ((F.col("_b") + 1) * F.col("_w") + F.col("_t0")).alias("t"), "offset", "commits", rate.alias("rate"))
+
+
+# -- driver side ---------------------------------------------------------------------------
 
 
 @dataclass
 class GroupData:
-    """Everything one group page draws (each list already capped, newest kept)."""
+    """Everything one group page draws (each list already capped)."""
 
     key: str
     cluster: str = ""
@@ -221,115 +473,72 @@ class GroupData:
         return self.parts.get(kind, [])
 
 
-def _latest(df: DataFrame, order: F.Column, cap: int) -> DataFrame:
-    w = Window.partitionBy(*GROUP_KEYS).orderBy(order)
-    return df.withColumn("_n", F.row_number().over(w)).where(F.col("_n") <= cap).drop("_n")
+def _index(table: pa.Table, sort_keys: list[tuple[str, str]]) -> tuple[pa.Table, dict[str, tuple[int, int]]]:
+    """`table` sorted (by key first) and each key's (offset, length) in it."""
+    if table.num_rows == 0:
+        return table, {}
+    table = table.sort_by(sort_keys)
+    keys = table.column("key").combine_chunks()
+    enc = pc.dictionary_encode(keys).indices.to_numpy(zero_copy_only=False)
+    starts = np.flatnonzero(np.r_[True, enc[1:] != enc[:-1]])
+    ends = np.r_[starts[1:], len(enc)]
+    names = pc.take(keys, pa.array(starts)).to_pylist()
+    return table, {k: (int(s), int(e - s)) for k, s, e in zip(names, starts, ends)}
 
 
-def _payload(df: DataFrame, kind: str, sort: F.Column, keep_keys: bool = False) -> DataFrame:
-    """(key, kind, sort, json) rows: one shape for every kind, so one sorted stream carries all."""
-    body = _with_ms(df.withColumn("_sort", sort.cast("double")))
-    cols = [c for c in body.columns if c != "_sort" and (keep_keys or c not in GROUP_KEYS)]
-    return body.select(
-        group_key_col().alias("key"), F.lit(kind).alias("kind"), F.col("_sort").alias("sort"),
-        F.to_json(F.struct(*[F.col(f"`{c}`") for c in cols])).alias("json"),
-    )
+@dataclass
+class ReportData:
+    """The report's three query results on the driver, and the caps they were cut with."""
 
+    stats: pa.Table | None
+    caps: Caps
+    detail: pa.Table | None = None
+    rates: pa.Table | None = None
+    _detail_at: dict[str, tuple[int, int]] = field(default_factory=dict)
+    _rates_at: dict[str, tuple[int, int]] = field(default_factory=dict)
 
-def _commit_rates(commits: DataFrame, caps: Caps) -> DataFrame:
-    """Records per second committed on each partition, in at most `rate_buckets` time buckets
-    per group, for the `rate_partitions` busiest partitions of the group."""
-    c = commits
-    if "is_deletion" in c.columns:
-        c = c.where(~F.col("is_deletion"))
-    c = c.where(F.col("offset").isNotNull()).select(*GROUP_KEYS, "topic", "partition", "offset", _ms("record_ts").alias("t"))
-    g = Window.partitionBy(*GROUP_KEYS)
-    c = c.withColumn("_t0", F.min("t").over(g)).withColumn("_t1", F.max("t").over(g))
-    # At least a second per bucket: commits are seconds apart (auto-commit defaults to 5 s),
-    # so finer buckets would show gaps rather than a rate.
-    width = F.greatest(F.lit(1_000), F.ceil((F.col("_t1") - F.col("_t0") + 1) / F.lit(caps.rate_buckets)))
-    c = c.withColumn("_w", width.cast("long")).withColumn("_b", F.floor((F.col("t") - F.col("_t0")) / F.col("_w")))
-    b = c.groupBy(*GROUP_KEYS, "topic", "partition", "_b", "_w", "_t0").agg(F.max("offset").alias("offset"), F.count("*").alias("commits"))
-    busy = b.groupBy(*GROUP_KEYS, "topic", "partition").agg(F.sum("commits").alias("_all"))
-    busy = busy.withColumn("_r", F.row_number().over(Window.partitionBy(*GROUP_KEYS).orderBy(F.col("_all").desc(), "topic", "partition"))) \
-        .where(F.col("_r") <= caps.rate_partitions).select(*GROUP_KEYS, "topic", "partition")
-    b = b.join(busy, [*GROUP_KEYS, "topic", "partition"])
-    wp = Window.partitionBy(*GROUP_KEYS, "topic", "partition").orderBy("_b")
-    b = b.withColumn("_pb", F.lag("_b").over(wp)).withColumn("_po", F.lag("offset").over(wp))
-    rate = F.when(F.col("_pb").isNotNull(),
-                  F.greatest(F.col("offset") - F.col("_po"), F.lit(0)) / ((F.col("_b") - F.col("_pb")) * F.col("_w") / 1000.0))
-    return b.select(*GROUP_KEYS, "topic", "partition", ((F.col("_b") + 1) * F.col("_w") + F.col("_t0")).alias("t"),
-                    "offset", "commits", rate.alias("rate"))
+    @property
+    def groups(self) -> int:
+        return 0 if self.stats is None else self.stats.num_rows
 
+    def driver_rows(self) -> dict[str, int]:
+        return {name: 0 if t is None else t.num_rows
+                for name, t in (("stats", self.stats), ("detail", self.detail), ("rates", self.rates))}
 
-def group_parts(t: LakeTables, caps: Caps = Caps()) -> DataFrame | None:
-    """The union of every group's page data (see module doc), not yet sorted."""
-    stats = group_stats(t)
-    if stats is None:
-        return None
-    parts = [_payload(stats, "stats", F.lit(0), keep_keys=True)]
+    def overview_rows(self) -> list[dict]:
+        """Every group's headline row, best-ranked first."""
+        return [] if self.stats is None else self.stats.select(list(OVERVIEW_COLUMNS)).to_pylist()
 
-    def add(name: str, kind: str, time_col: str, cap: int, cols: tuple[str, ...], where=None):
-        df = t.get(name)
-        if df is None:
+    def group_pages(self):
+        """One `GroupData` per group, in rank order; rows are decoded one group at a time."""
+        if self.stats is None:
             return
-        if where is not None:
-            df = df.where(where)
-        df = df.select(*GROUP_KEYS, *_present(df, *cols))
-        if time_col not in df.columns:
-            return  # an older table without the column the section is ordered by
-        df = _latest(df, F.col(time_col).desc_nulls_last(), cap)
-        timed = isinstance(df.schema[time_col].dataType, (T.TimestampType, T.TimestampNTZType))
-        parts.append(_payload(df, kind, F.unix_millis(F.col(time_col)) if timed else F.lit(0)))
-
-    add("rebalance_episodes", "episode", "started_at", caps.episodes,
-        ("incarnation", "protocol_kind", "protocol", "from_generation", "to_generation", "started_at", "started_after_ts",
-         "joined_at", "completed_at", "duration_ms", "trigger", "trigger_member", "reason", "members_before", "members_after",
-         "partitions_moved", "partitions_revoked", "logical_rebalance_id", "phase", "empty_transition", "start_source"))
-    add("ownership_intervals", "interval", "from_ts", caps.intervals,
-        ("incarnation", "topic", "partition", "member_id", "group_instance_id", "client_id", "client_host", "owner_kind",
-         "from_ts", "to_ts", "start_generation", "end_generation", "owner_left"))
-    add("duplicate_windows", "duplicate", "handover_ts", caps.windows,
-        ("topic", "partition", "from_member", "to_member", "handover_ts", "start_offset", "end_offset_estimate",
-         "end_offset_high", "estimated_records", "cause"))
-    add("skip_windows", "skip", "commit_ts", caps.windows,
-        ("topic", "partition", "member_id", "commit_ts", "start_offset", "end_offset", "records", "cause"))
-    add("idle_consumers", "idle", "from_ts", caps.idle,
-        ("incarnation", "member_id", "group_instance_id", "client_id", "generation", "from_ts", "to_ts", "duration_ms", "cause", "transient"))
-    add("rebalance_storms", "storm", "started_at", caps.storms,
-        ("incarnation", "started_at", "ended_at", "episodes", "generations", "time_rebalancing_ms", "dominant_trigger", "flapping_members"))
-    add("commit_anomalies", "anomaly", "started_at", caps.anomalies,
-        ("topic", "partition", "kind", "started_at", "ended_at", "span_ms", "offset_from", "offset_to", "commits", "member_id"))
-    add("coverage_gaps", "gap", "from_ts", caps.gaps,
-        ("topic", "partition", "kind", "from_ts", "to_ts", "log_from", "log_to", "detail"))
-    add("whatif_summary", "whatif", "assignor", 100,
-        ("incarnation", "group_kind", "real_assignor", "assignor", "protocol", "steps", "rounds", "moved", "revoked",
-         "stw_partition_seconds", "max_balance", "final_balance", "idle_member_rounds", "dup_exposure_records", "errors",
-         "divergences", "actual_rounds", "actual_moved", "actual_revoked", "actual_stw_partition_seconds",
-         "actual_max_balance", "actual_idle_member_rounds", "actual_dup_exposure_records", "notes"))
-    if t.has("offset_commits"):
-        rates = _commit_rates(t.get("offset_commits"), caps)
-        parts.append(_payload(rates, "rate", F.col("t")))
-    out = parts[0]
-    for p in parts[1:]:
-        out = out.unionByName(p)
-    return out
-
-
-def group_pages(t: LakeTables, caps: Caps = Caps()) -> Iterator[GroupData]:
-    """One `GroupData` per group, in group-key order, streamed from a single sorted query."""
-    parts = group_parts(t, caps)
-    if parts is None:
-        return
-    rows = parts.orderBy("key", "kind", "sort").toLocalIterator()
-    for key, chunk in itertools.groupby(rows, key=lambda r: r["key"]):
-        g = GroupData(key=key)
-        for r in chunk:
-            payload = json.loads(r["json"])
-            if r["kind"] == "stats":
-                g.stats = payload
-                g.cluster, g.group_id = payload["cluster"], payload["group_id"]
-            else:
-                g.parts.setdefault(r["kind"], []).append(payload)
-        if g.stats:  # every group has a stats row; anything else would be a key without a group
+        for s in self.stats.to_pylist():
+            g = GroupData(key=s["key"], cluster=s["cluster"], group_id=s["group_id"], stats=s)
+            if s["key"] in self._detail_at:
+                off, n = self._detail_at[s["key"]]
+                chunk = self.detail.slice(off, n)
+                for kind, payload in zip(chunk.column("kind").to_pylist(), chunk.column("json").to_pylist()):
+                    g.parts.setdefault(kind, []).append(json.loads(payload))
+            if s["key"] in self._rates_at:
+                off, n = self._rates_at[s["key"]]
+                g.parts["rate"] = self.rates.slice(off, n).drop_columns(["key"]).to_pylist()
             yield g
+
+
+def load(t: LakeTables, caps: Caps = Caps()) -> ReportData:
+    """Run the report's queries (stats first: the others are cut to budgets it gives)."""
+    stats = group_stats(t)
+    if stats is None or stats.num_rows == 0:
+        return ReportData(stats, caps)
+    eff = effective_caps(stats, caps)
+    data = ReportData(stats, eff)
+    detail = _detail_frame(t, eff)
+    if detail is not None:
+        data.detail, data._detail_at = _index(detail.toArrow(), [("key", "ascending"), ("kind", "ascending"),
+                                                                 ("sort", "ascending")])
+    rates = _commit_rates_frame(t, stats, eff)
+    if rates is not None:
+        data.rates, data._rates_at = _index(rates.toArrow(), [("key", "ascending"), ("topic", "ascending"),
+                                                              ("partition", "ascending"), ("t", "ascending")])
+    return data

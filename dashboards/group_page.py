@@ -17,10 +17,15 @@ def _num(v) -> str:
     return f"{v:,.1f}" if isinstance(v, float) and not v.is_integer() else f"{int(v):,}"
 
 
-def _shown(kind_rows: list, total, noun: str) -> str:
-    if total is not None and total > len(kind_rows):
-        return f'<p class="note">Showing the latest {len(kind_rows):,} of {int(total):,} {noun}.</p>'
-    return ""
+def _shown(kind_rows: list, total, noun: str, pick: str = "latest", extra: str = "") -> str:
+    """Says what a capped list leaves out (the lake holds all of it: `rebalance-audit sql`)."""
+    if total is None or total <= len(kind_rows):
+        return ""
+    n, total = f"{len(kind_rows):,}", f"{int(total):,}"
+    what = (f"the {n} {noun} {pick}, of {total}" if pick.startswith("with")
+            else f"the {pick} {n} of {total} {noun}")
+    return (f'<p class="note">Showing {what}{extra}: a page draws a bounded number of rows; '
+            "the lake's tables hold them all.</p>")
 
 
 def render(g: GroupData, missing: set[str], caps: Caps, overview_href: str = "../index.html") -> str:
@@ -79,8 +84,9 @@ def render(g: GroupData, missing: set[str], caps: Caps, overview_href: str = "..
             sec.append('<p class="note">No commits that advance an offset.</p>')
         else:
             parts = {(r.get("topic"), r.get("partition")) for r in g.rows("rate")}
-            if len(parts) >= caps.rate_partitions:
-                sec.append(f'<p class="note">The {caps.rate_partitions} partitions with the most commits.</p>')
+            total = s.get("commit_partitions")
+            if total is not None and total > len(parts):
+                sec.append(f'<p class="note">The {len(parts)} partitions with the most commits, of {int(total):,}.</p>')
             sec.append(figure_html(fig, "commit-rate"))
     sec.append("</section>")
     body.append("".join(sec))
@@ -89,17 +95,20 @@ def render(g: GroupData, missing: set[str], caps: Caps, overview_href: str = "..
     body.append(_episodes(g, missing))
     body.append(_simple(g, missing, "duplicate", "duplicate_windows", "Duplicate windows", "duplicates",
                         s.get("duplicate_windows"), "windows",
+                        "with the most records at risk", _total(s.get("duplicate_records"), "records at risk in all"),
                         [("handover", False), ("partition", False), ("from", False), ("to", False), ("cause", False),
                          ("start offset", True), ("end estimate", True), ("end bound", True), ("records again", True)],
                         lambda r: [fmt_ts(r.get("handover_ts")), _part(r), _cell(r.get("from_member")), _cell(r.get("to_member")),
                                    _cell(r.get("cause")), _num(r.get("start_offset")), _num(r.get("end_offset_estimate")),
                                    _num(r.get("end_offset_high")), _num(r.get("estimated_records"))]))
     body.append(_simple(g, missing, "skip", "skip_windows", "Skip windows", "skips", s.get("skip_windows"), "windows",
+                        "with the most records", _total(s.get("skip_records"), "records in all"),
                         [("commit", False), ("partition", False), ("member", False), ("cause", False),
                          ("from offset", True), ("to offset", True), ("records", True)],
                         lambda r: [fmt_ts(r.get("commit_ts")), _part(r), _cell(r.get("member_id")), _cell(r.get("cause")),
                                    _num(r.get("start_offset")), _num(r.get("end_offset")), _num(r.get("records"))]))
-    body.append(_simple(g, missing, "idle", "idle_consumers", "Idle members", "idle", None, "idle spans",
+    body.append(_simple(g, missing, "idle", "idle_consumers", "Idle members", "idle", s.get("idle_spans"), "idle spans",
+                        "longest", "",
                         [("member", False), ("client", False), ("generation", True), ("from", False), ("to", False),
                          ("duration", True), ("cause", False)],
                         lambda r: [_cell(r.get("member_id")), _cell(r.get("client_id")), _num(r.get("generation")),
@@ -107,6 +116,7 @@ def render(g: GroupData, missing: set[str], caps: Caps, overview_href: str = "..
                                    "—" if r.get("duration_ms") is None else fmt_duration(r["duration_ms"]),
                                    _cell(r.get("cause")) + (" (transient)" if r.get("transient") else "")]))
     body.append(_simple(g, missing, "storm", "rebalance_storms", "Rebalance storms", "storms", s.get("storms"), "storms",
+                        "with the most time rebalancing", "",
                         [("started", False), ("ended", False), ("rebalances", True), ("time rebalancing", True),
                          ("dominant trigger", False), ("members", False)],
                         lambda r: [fmt_ts(r.get("started_at")), fmt_ts(r.get("ended_at")), _num(r.get("episodes")),
@@ -115,12 +125,14 @@ def render(g: GroupData, missing: set[str], caps: Caps, overview_href: str = "..
                                    text(", ".join(r.get("flapping_members") or [])) or "—"]))
     body.append(_simple(g, missing, "anomaly", "commit_anomalies", "Commit anomalies", "anomalies", s.get("anomalies"),
                         "anomalies",
+                        "longest", "",
                         [("kind", False), ("partition", False), ("from", False), ("to", False), ("span", True),
                          ("offset", True), ("to offset", True), ("member", False)],
                         lambda r: [_cell(r.get("kind")), _part(r), fmt_ts(r.get("started_at")), fmt_ts(r.get("ended_at")),
                                    "—" if r.get("span_ms") is None else fmt_duration(r["span_ms"]),
                                    _num(r.get("offset_from")), _num(r.get("offset_to")), _cell(r.get("member_id"))]))
     body.append(_simple(g, missing, "gap", "coverage_gaps", "Coverage gaps", "gaps", s.get("coverage_gaps"), "gaps",
+                        "latest", "",
                         [("kind", False), ("partition", False), ("from", False), ("to", False), ("detail", False)],
                         lambda r: [_cell(r.get("kind")), _part(r) if r.get("topic") else "—", fmt_ts(r.get("from_ts")),
                                    fmt_ts(r.get("to_ts")), _cell(r.get("detail"))]))
@@ -134,7 +146,11 @@ def _part(r: dict) -> str:
     return text(f"{r.get('topic')}-{r.get('partition')}")
 
 
-def _simple(g, missing, kind, table_name, title, table_id, total, noun, headers, row_fn) -> str:
+def _total(v, noun: str) -> str:
+    return "" if v is None else f" ({int(v):,} {noun})"
+
+
+def _simple(g, missing, kind, table_name, title, table_id, total, noun, pick, extra, headers, row_fn) -> str:
     out = [f'<section id="{table_id}-section"><h2>{text(title)}</h2>']
     if table_name in missing:
         out.append(f"<p>{NOT_COMPUTED}</p>")
@@ -143,7 +159,7 @@ def _simple(g, missing, kind, table_name, title, table_id, total, noun, headers,
         if not rows:
             out.append(f'<p class="note">None.</p>')
         else:
-            out.append(_shown(rows, total, noun))
+            out.append(_shown(rows, total, noun, pick, extra))
             out.append(table(table_id, headers, [row_fn(r) for r in rows]))
     out.append("</section>")
     return "".join(out)

@@ -9,11 +9,11 @@ Layout of the folder:
     groups/<slug>-<hash>.html          one per (cluster, group id)
     plotly.min.js, report.css          written once, referenced by every page
 
-Two Spark queries produce everything (see `dashboards.data`); rows reach the driver one
-partition at a time and pages are written as they stream, so the driver holds one
-overview page and one group at a time. Group pages left over from an earlier run (a
-group no longer in the lake) are removed; the index is written last, so a reader who
-opens it sees a finished report.
+Three Spark queries produce everything (see `dashboards.data`): each aggregates in Spark
+and brings only its bounded result to the driver as Arrow; pages are then rendered one
+group at a time from those tables (rows are decoded per group). Group pages left over
+from an earlier run (a group no longer in the lake) are removed; the index is written
+last, so a reader who opens it sees a finished report.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from pathlib import Path
 from plotly.offline import get_plotlyjs
 
 from dashboards import figures, group_page
-from dashboards.data import Caps, LakeTables, group_pages, overview_rows
+from dashboards.data import Caps, LakeTables, ReportData, load
 from dashboards.pages import CSS, NOT_COMPUTED, cards, figure_html, fmt_duration, fmt_int, page, pager, table
 from dashboards.safe import page_name, text
 
@@ -40,6 +40,7 @@ class ReportResult:
     groups: int
     overview_pages: int
     missing_tables: list[str] = field(default_factory=list)
+    driver_rows: dict[str, int] = field(default_factory=dict)  # rows each query brought to the driver
 
 
 REPORT_DIR_ENV = "REBALANCE_AUDIT_REPORT_DIR"
@@ -86,22 +87,22 @@ def write_report(lake, out_dir: str | os.PathLike, page_size: int = 100, caps: C
     _static(out)
     tables = LakeTables.read(lake)
     missing = set(tables.missing)
+    data = load(tables, caps)
 
-    try:
-        written: set[str] = set()
-        for g in group_pages(tables, caps):
-            name = page_name(g.cluster, g.group_id)
-            _write(out / GROUPS_DIR / name, group_page.render(g, missing, caps))
-            written.add(name)
-        for stale in (out / GROUPS_DIR).glob("*.html"):
-            if stale.name not in written:
-                stale.unlink()
-        return _write_overview(out, tables, page_size, lake, len(written))
-    finally:
-        tables.release()
+    written: set[str] = set()
+    for g in data.group_pages():
+        name = page_name(g.cluster, g.group_id)
+        _write(out / GROUPS_DIR / name, group_page.render(g, missing, data.caps))
+        written.add(name)
+    for stale in (out / GROUPS_DIR).glob("*.html"):
+        if stale.name not in written:
+            stale.unlink()
+    result = _write_overview(out, tables, data, page_size, lake, len(written))
+    result.driver_rows = data.driver_rows()
+    return result
 
 
-def _write_overview(out: Path, tables: LakeTables, page_size: int, lake, n_groups: int) -> ReportResult:
+def _write_overview(out: Path, tables: LakeTables, data: ReportData, page_size: int, lake, n_groups: int) -> ReportResult:
     pages_total = max(1, -(-n_groups // page_size))
     totals = {"rebalances": 0, "rebalancing_ms": 0, "duplicate_windows": 0, "duplicate_records": 0,
               "idle_members": 0, "storms": 0, "incomplete_rebalances": 0}
@@ -109,7 +110,7 @@ def _write_overview(out: Path, tables: LakeTables, page_size: int, lake, n_group
     first_page: list[dict] = []
     current: list[dict] = []
     page_no, rank = 1, 0
-    for row in overview_rows(tables):
+    for row in data.overview_rows():
         rank += 1
         row["rank"] = rank
         clusters.add(row["cluster"])
