@@ -14,7 +14,6 @@ last member record reaching that epoch (`current_assignments`). `duration_source
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -252,57 +251,218 @@ def history_rows(inp: WhatifInputs) -> DataFrame:
     return rows.join(_cluster_topic_counts(inp), ["cluster"], "left")
 
 
-def _replay_fn(assignors: list[str]):
-    def run(table: pa.Table) -> pa.Table:
-        # Imported on the executor: the Python assignors run there, one group per call.
-        from pipelines.whatif.history import build_history
-        from pipelines.whatif.rows import replay_group_rows
+# ----------------------------------------------------------------------------- the replay job
+# Every silver row a group's history needs, in one long table tagged by source (see
+# `assemble`): one shuffle groups them by (cluster, group_id) and one Python call per group
+# builds its histories, replays them and summarizes them. Spark joins per source would cost
+# a shuffle (and, with adaptive execution, a Spark job) each.
+RAW_SCHEMA = pa.schema([
+    pa.field("cluster", pa.string()), pa.field("group_id", pa.string()), pa.field("_src", pa.string()),
+    pa.field("cp", pa.int32()), pa.field("off", pa.int64()), pa.field("ts_us", pa.int64()), pa.field("ts2_us", pa.int64()),
+    pa.field("inc", pa.int32()), pa.field("gen", pa.int32()), pa.field("protocol", pa.string()),
+    pa.field("member_id", pa.string()), pa.field("instance_id", pa.string()), pa.field("client_id", pa.string()),
+    pa.field("topics", pa.list_(pa.string())), pa.field("topic", pa.string()), pa.field("partition", pa.int32()),
+    pa.field("flag", pa.bool_()), pa.field("dur", pa.float64()), pa.field("n", pa.int64()),
+    pa.field("o0", pa.int64()), pa.field("o1", pa.int64()),
+])
 
-        rows = table.to_pylist()
-        if not rows:
-            return pa.Table.from_pylist([], schema=EPISODES_WITH_EXTRAS)
-        counts = json.loads(rows[0]["_cluster_counts"]) if rows[0].get("_cluster_counts") else {}
-        hist = build_history(rows, counts)
-        out = replay_group_rows(hist, assignors)
-        return pa.Table.from_pylist(out, schema=EPISODES_WITH_EXTRAS)
+SUMMARY_PREFIX = "s_"
+OUT_SCHEMA = pa.schema(list(WHATIF_EPISODES) + [pa.field(SUMMARY_PREFIX + f.name, f.type) for f in WHATIF_SUMMARY]
+                       + [pa.field("_table", pa.string())])
+
+
+def _us(col) -> F.Column:
+    return F.unix_micros(F.col(col) if isinstance(col, str) else col)
+
+
+def _raw(df: DataFrame, src: str, **cols) -> DataFrame:
+    out = [F.col("cluster"), F.col("group_id"), F.lit(src).alias("_src")]
+    for f in RAW_SCHEMA:
+        if f.name in ("cluster", "group_id", "_src"):
+            continue
+        c = cols.get(f.name)
+        typ = from_arrow_schema(pa.schema([f]))[0].dataType
+        out.append((F.lit(None) if c is None else (F.col(c) if isinstance(c, str) else c)).cast(typ).alias(f.name))
+    return df.select(*out)
+
+
+def raw_rows(inp: WhatifInputs, keep=None) -> DataFrame:
+    """Every input row of the replay, tagged by source; `keep(df)` narrows each input to
+    the groups to replay (an incremental run)."""
+    def k(df):
+        return df if keep is None else keep(df)
+
+    parts = []
+    g = k(inp.group_generations).where(
+        ~F.col("is_deletion") & F.col("generation").isNotNull()
+        # Consumer groups only (Connect and others use their own protocols), plus empty generations.
+        & ((F.col("protocol_type") == "consumer") | (F.coalesce(F.col("member_count"), F.lit(0)) == 0))
+        # The new coordinator's generation-0 creation record carries no membership.
+        & ~((F.col("generation") == 0) & (F.coalesce(F.col("member_count"), F.lit(0)) == 0)))
+    parts.append(_raw(g, "gg", inc=F.coalesce("incarnation", F.lit(0)), gen="generation", protocol="protocol",
+                      cp="coordinator_partition", off="log_offset", ts_us=_us("record_ts"), ts2_us=_us("current_state_ts")))
+    parts.append(_raw(k(inp.member_assignments), "ma", cp="coordinator_partition", off="log_offset", member_id="member_id",
+                      instance_id="group_instance_id", client_id="client_id", topics="subscribed_topics", topic="topic",
+                      partition="partition"))
+    if inp.coordinator_events is not None:
+        ev = k(inp.coordinator_events).where(F.col("event") == "rebalance_started")
+        parts.append(_raw(ev, "ev", ts_us=_us("event_ts")))
+    if inp.rebalance_episodes is not None:
+        ep = k(inp.rebalance_episodes).where(F.col("duration_ms").isNotNull())
+        parts.append(_raw(ep, "ep", inc="incarnation", gen="to_generation", dur="duration_ms"))
+    if inp.target_assignments is not None and inp.consumer_group_members is not None:
+        parts.append(_raw(k(inp.target_assignments), "ta", cp="coordinator_partition", gen="assignment_epoch",
+                          off="epoch_offset", ts_us=_us("epoch_ts"), member_id="member_id", topic="topic",
+                          partition="partition"))
+        parts.append(_raw(k(inp.consumer_group_members), "cm", cp="coordinator_partition", member_id="member_id",
+                          flag="is_deletion", instance_id="instance_id", client_id="client_id",
+                          topics="subscribed_topic_names", protocol="server_assignor", off="log_offset"))
+        if inp.current_assignments is not None:
+            ca = k(inp.current_assignments).where(~F.col("is_deletion"))
+            parts.append(_raw(ca, "ca", gen="member_epoch", ts_us=_us("record_ts")))
+    if inp.offset_commits is not None:
+        c = k(inp.offset_commits).where(~F.col("is_deletion") & F.col("offset").isNotNull())
+        ts = F.coalesce("commit_ts", "record_ts")
+        # Per partition first (partial aggregation before the shuffle): commits are the bulk of the lake.
+        per = c.groupBy("cluster", "group_id", "topic", "partition").agg(
+            F.count("*").alias("_n"), F.min(ts).alias("_t0"), F.max(ts).alias("_t1"),
+            F.min("offset").alias("_o0"), F.max("offset").alias("_o1"))
+        parts.append(_raw(per, "cs", topic="topic", partition="partition", n="_n", ts_us=_us("_t0"),
+                          ts2_us=_us("_t1"), o0="_o0", o1="_o1"))
+    out = parts[0]
+    for p in parts[1:]:
+        out = out.unionByName(p)
+    return out
+
+
+def topic_count_rows(member_assignments: DataFrame | None, offset_commits: DataFrame | None,
+                     target_assignments: DataFrame | None, topic_ids: DataFrame | None) -> DataFrame | None:
+    """(cluster, topic, seen, stored): highest partition seen + 1 in any table, and the count
+    Kafka stored (KIP-848 topic metadata), over the rows given."""
+    parts = []
+    for df in (member_assignments, offset_commits, target_assignments):
+        if df is not None:
+            parts.append(df.where(F.col("topic").isNotNull()).select(
+                "cluster", "topic", (F.col("partition") + 1).alias("seen"), F.lit(None).cast("int").alias("stored")))
+    if topic_ids is not None:
+        parts.append(topic_ids.where(F.col("num_partitions").isNotNull()).select(
+            "cluster", "topic", F.lit(None).cast("int").alias("seen"), F.col("num_partitions").cast("int").alias("stored")))
+    if not parts:
+        return None
+    out = parts[0]
+    for p in parts[1:]:
+        out = out.unionByName(p)
+    return out.groupBy("cluster", "topic").agg(F.max("seen").alias("seen"), F.max("stored").alias("stored"))
+
+
+def collect_counts(df: DataFrame | None) -> dict[str, dict[str, tuple]]:
+    """cluster → topic → (seen, stored)."""
+    out: dict[str, dict[str, tuple]] = {}
+    if df is None:
+        return out
+    for r in df.collect():
+        out.setdefault(r["cluster"], {})[r["topic"]] = (r["seen"], r["stored"])
+    return out
+
+
+def merge_counts(a: dict, b: dict) -> dict:
+    """Counts are maxima over append-only tables: an increment's merge with the previous ones."""
+    def mx(x, y):
+        return y if x is None else x if y is None else max(x, y)
+
+    out = {c: dict(t) for c, t in a.items()}
+    for c, topics in b.items():
+        cur = out.setdefault(c, {})
+        for t, (seen, stored) in topics.items():
+            old = cur.get(t, (None, None))
+            cur[t] = (mx(old[0], seen), mx(old[1], stored))
+    return out
+
+
+def _cluster_maps(counts: dict) -> dict[str, tuple[dict, str | None]]:
+    """cluster → (fallback partition counts, KIP-848 stored counts as JSON)."""
+    from .assemble import stored_counts_json
+
+    out = {}
+    for c, topics in counts.items():
+        fallback = {t: max(x for x in v if x is not None) for t, v in topics.items() if any(x is not None for x in v)}
+        stored = {t: v[1] for t, v in topics.items() if v[1] is not None}
+        out[c] = (fallback, stored_counts_json(stored))
+    return out
+
+
+def _replay_fn(assignors: list[str], counts: dict, has_events: bool, has_current: bool, wanted=None, counter=None):
+    """The per-group Python call: raw rows → episodes and summary rows (one table, `_table` e/s).
+    `wanted(cluster, group_id)`: False for a group the coarse Spark filter let through.
+    `counter`: two Spark accumulators counting the episode and summary rows made (the rows
+    written, without a Spark job to count them)."""
+    maps = _cluster_maps(counts)
+    s_names = [f.name for f in WHATIF_SUMMARY]
+
+    def run(table: pa.Table) -> pa.Table:
+        from pipelines.whatif.assemble import group_histories
+        from pipelines.whatif.history import build_history
+        from pipelines.whatif.rows import replay_group_rows, summarize
+
+        if table.num_rows == 0:
+            return OUT_SCHEMA.empty_table()
+        cluster, group_id = table.column("cluster")[0].as_py(), table.column("group_id")[0].as_py()
+        if wanted is not None and not wanted(cluster, group_id):
+            return OUT_SCHEMA.empty_table()
+        fallback, stored = maps.get(cluster, ({}, None))
+        hists = group_histories(cluster, group_id, table.to_pylist(), has_events=has_events, has_current=has_current,
+                                topic_counts=stored)
+        episodes = []
+        for key in sorted(hists):
+            episodes.extend(replay_group_rows(build_history(hists[key], fallback), assignors))
+        rows = [{**{n: e[n] for n in WHATIF_EPISODES.names}, "_table": "e"} for e in episodes]
+        summary = summarize(episodes)
+        rows += [{**{SUMMARY_PREFIX + n: s[n] for n in s_names}, "_table": "s"} for s in summary]
+        if counter is not None:
+            counter[0].add(len(episodes))
+            counter[1].add(len(summary))
+        return pa.Table.from_pylist(rows, schema=OUT_SCHEMA)
 
     return run
 
 
-def _summary_fn(table: pa.Table) -> pa.Table:
-    from pipelines.whatif.rows import summarize
+def replay_table(inp: WhatifInputs, assignors: list[str], counts: dict, keep=None, wanted=None,
+                 counter=None) -> DataFrame:
+    """Episodes and summary rows of the groups of `inp` (narrowed by `keep`/`wanted`), one DataFrame."""
+    raw = raw_rows(inp, keep)
+    fn = _replay_fn(list(assignors), counts, inp.coordinator_events is not None, inp.current_assignments is not None,
+                    wanted, counter)
+    return raw.groupBy("cluster", "group_id").applyInArrow(fn, from_arrow_schema(OUT_SCHEMA))
 
-    return pa.Table.from_pylist(summarize(table.to_pylist()), schema=WHATIF_SUMMARY)
+
+def split(combined: DataFrame) -> tuple[DataFrame, DataFrame]:
+    episodes = combined.where(F.col("_table") == "e").select(*WHATIF_EPISODES.names)
+    summary = combined.where(F.col("_table") == "s").select(
+        *[F.col(SUMMARY_PREFIX + n).alias(n) for n in WHATIF_SUMMARY.names])
+    return episodes, summary
 
 
-def whatif_tables(inp: WhatifInputs, assignors: list[str]) -> tuple[DataFrame, DataFrame]:
-    """(whatif_episodes, whatif_summary) for every group of the inputs."""
+def check_assignors(assignors) -> list[str]:
     from .protocols import protocol_of
 
     for a in assignors:
         protocol_of(a)  # unknown names fail here, on the driver, with the list of known ones
-    rows = history_rows(inp)
-    extras = rows.groupBy(*GROUP_KEYS).applyInArrow(_replay_fn(list(assignors)), from_arrow_schema(EPISODES_WITH_EXTRAS))
-    extras = extras.cache()
-    episodes = extras.select(*WHATIF_EPISODES.names)
-    summary = extras.groupBy("cluster", "group_id", "incarnation", "group_kind").applyInArrow(
-        _summary_fn, from_arrow_schema(WHATIF_SUMMARY))
-    return episodes, summary
+    return list(assignors)
+
+
+def whatif_tables(inp: WhatifInputs, assignors: list[str]) -> tuple[DataFrame, DataFrame]:
+    """(whatif_episodes, whatif_summary) for every group of the inputs."""
+    assignors = check_assignors(assignors)
+    counts = collect_counts(topic_count_rows(inp.member_assignments, inp.offset_commits, inp.target_assignments,
+                                             inp.topic_ids))
+    combined = replay_table(inp, assignors, counts).cache()
+    return split(combined)
 
 
 def update_whatif(lake, assignors: list[str] | None = None) -> dict[str, int]:
-    """Replay every group of the lake and write `whatif_episodes` / `whatif_summary`, replacing
-    the rows of each cluster present in the input. Returns the row counts written."""
-    from .protocols import DEFAULT_ASSIGNORS
+    """Replay the groups whose silver history changed since the last run (every group the
+    first time, or when the assignor list changed) and replace their rows of
+    `whatif_episodes` / `whatif_summary`. Returns the rows written per table."""
+    from .incremental import update
 
-    inp = WhatifInputs.from_lake(lake)
-    episodes, summary = whatif_tables(inp, list(assignors or DEFAULT_ASSIGNORS))
-    written = {}
-    clusters = [r.cluster for r in episodes.select("cluster").distinct().collect()]
-    for name, df in (("whatif_episodes", episodes), ("whatif_summary", summary)):
-        df = df.cache()
-        written[name] = df.count()
-        replace = [("cluster", "in", clusters)] if lake.exists(name) and clusters else None
-        lake.write_df(name, df, mode="overwrite", partition_by=["cluster"], replace_where=replace)
-        df.unpersist()
-    return written
+    return update(lake, assignors)

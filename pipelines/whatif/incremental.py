@@ -1,0 +1,176 @@
+"""The what-if tables, kept up to date incrementally.
+
+A group's replay depends only on its own silver history, plus two things shared by its
+cluster: the partition count of each topic (the highest partition seen anywhere, or the
+count Kafka stored) and nothing else. So a run replays:
+
+* every group with a row added to one of the silver tables it reads (`WATCHED`) since the
+  last run, and the groups of `rebalance_episodes` that gold rewrote since then;
+* every group of a cluster whose topic partition counts changed (a new topic, more
+  partitions): the counts are a fallback for topics a group never had assigned, and which
+  groups relied on it is not recorded;
+* every group when the assignor list changed, or when the positions are missing or
+  disagree between the what-if tables (first run, or a crash between their commits).
+
+Each what-if table stores, in the same Delta commit as its rows, the version of each input
+table it reflects (app transactions `whatif:<table>`) and a fingerprint of the assignor list
+(`whatif:assignors`). The partition counts are kept in `whatif_topic_counts` (cluster,
+topic, seen, stored) with the same positions: counts are maxima over append-only tables, so
+the previous counts merged with the increment's equal the counts over everything.
+"""
+from __future__ import annotations
+
+import hashlib
+
+import pyarrow as pa
+from pyspark.sql import functions as F
+
+from .protocols import DEFAULT_ASSIGNORS
+from .spark_job import (WhatifInputs, check_assignors, collect_counts, merge_counts, replay_table, split,
+                        topic_count_rows)
+
+WATCHED = ("group_generations", "member_assignments", "offset_commits", "coordinator_events",
+           "consumer_group_members", "current_assignments", "target_assignment_epochs",
+           "target_assignment_member_deltas", "topic_ids", "rebalance_episodes")
+OUTPUTS = ("whatif_episodes", "whatif_summary")
+COUNTS = "whatif_topic_counts"
+COUNTS_SCHEMA = pa.schema([pa.field("cluster", pa.string()), pa.field("topic", pa.string()),
+                           pa.field("seen", pa.int32()), pa.field("stored", pa.int32())])
+APP = "whatif:"
+ASSIGNORS_APP = APP + "assignors"
+KEYS = ["cluster", "group_id"]
+
+
+def fingerprint(assignors: list[str]) -> int:
+    """The assignor list as a Delta app-transaction version (a non-negative long)."""
+    return int.from_bytes(hashlib.sha256("\n".join(assignors).encode()).digest()[:7], "big")
+
+
+def stored_positions(lake) -> dict[str, int] | None:
+    """The positions the what-if tables agree on, or None (missing, or a crash between commits)."""
+    if not all(lake.exists(t) for t in (*OUTPUTS, COUNTS)):
+        return None
+    found = [lake.app_versions(t, prefix=APP) for t in (*OUTPUTS, COUNTS)]
+    if not found[0] or any(f != found[0] for f in found[1:]):
+        return None
+    return found[0]
+
+
+def _read_counts(lake) -> dict:
+    out: dict = {}
+    for r in lake.read_arrow(COUNTS).to_pylist():
+        out.setdefault(r["cluster"], {})[r["topic"]] = (r["seen"], r["stored"])
+    return out
+
+
+def _write_counts(lake, counts: dict, positions: dict[str, int]) -> None:
+    rows = [{"cluster": c, "topic": t, "seen": v[0], "stored": v[1]}
+            for c in sorted(counts) for t, v in sorted(counts[c].items())]
+    lake.create(COUNTS, COUNTS_SCHEMA, partition_by=None, description="what-if: partition counts per cluster and topic")
+    lake.overwrite_where(COUNTS, pa.Table.from_pylist(rows, schema=COUNTS_SCHEMA), "true", app_transactions=positions)
+
+
+def _counter(spark):
+    return spark.sparkContext.accumulator(0), spark.sparkContext.accumulator(0)
+
+
+def update(lake, assignors=None) -> dict[str, int]:
+    """Bring `whatif_episodes` / `whatif_summary` up to date; returns the rows written per table."""
+    assignors = check_assignors(list(assignors or DEFAULT_ASSIGNORS))
+    current = {t: lake.version(t) for t in WATCHED if lake.exists(t)}
+    positions = {APP + t: v for t, v in current.items()}
+    positions[ASSIGNORS_APP] = fingerprint(assignors)
+    prev = stored_positions(lake)
+    full = prev is None or prev.get(ASSIGNORS_APP) != positions[ASSIGNORS_APP]
+    if not full:
+        # An input older than our position was recreated; one we tracked is gone: start over.
+        full = any(prev.get(APP + t, -1) > v for t, v in current.items()) or \
+            any(k != ASSIGNORS_APP and k[len(APP):] not in current for k in prev)
+    if not full and prev == positions:
+        return {t: 0 for t in OUTPUTS}  # nothing new: no commit
+    inp = WhatifInputs.from_lake(lake)
+    if full:
+        return _rebuild(lake, inp, assignors, positions)
+    return _increment(lake, inp, assignors, positions, {t: prev.get(APP + t, -1) for t in current}, current)
+
+
+def _rebuild(lake, inp: WhatifInputs, assignors: list[str], positions: dict[str, int]) -> dict[str, int]:
+    counts = collect_counts(topic_count_rows(inp.member_assignments, inp.offset_commits, inp.target_assignments,
+                                             inp.topic_ids))
+    acc = _counter(lake.spark)
+    combined = replay_table(inp, assignors, counts, counter=acc).cache()
+    episodes, summary = split(combined)
+    for name, df in (("whatif_episodes", episodes), ("whatif_summary", summary)):
+        lake.write_df(name, df, mode="overwrite", partition_by=["cluster"], app_transactions=positions)
+    combined.unpersist()
+    _write_counts(lake, counts, positions)
+    return {"whatif_episodes": acc[0].value, "whatif_summary": acc[1].value}
+
+
+def _increment(lake, inp: WhatifInputs, assignors: list[str], positions: dict[str, int], since: dict[str, int],
+               current: dict[str, int]) -> dict[str, int]:
+    spark = lake.spark
+    changed = [t for t in current if since[t] < current[t]]
+    added = {t: lake.added_since(t, since[t]) for t in changed}
+    # Groups with new history (topic_ids rows belong to a cluster's topic metadata, not a group).
+    touched_parts = [added[t].select(*KEYS) for t in changed if t != "topic_ids"]
+    # target_assignments is rebuilt whole from the epoch/delta tables: its rows of the touched
+    # groups are the new ones; all of it is few rows (KIP-848 records), so read it whole.
+    kip848_changed = any(t in added for t in ("target_assignment_epochs", "target_assignment_member_deltas"))
+    inc_counts = topic_count_rows(added.get("member_assignments"), added.get("offset_commits"),
+                                  inp.target_assignments if kip848_changed else None, added.get("topic_ids"))
+    # One collect for both: key rows (topic null) and count rows (group null).
+    union = None
+    for p in touched_parts:
+        p = p.select(*KEYS, F.lit(None).cast("string").alias("topic"), F.lit(None).cast("int").alias("seen"),
+                     F.lit(None).cast("int").alias("stored")).distinct()
+        union = p if union is None else union.unionByName(p)
+    if inc_counts is not None:
+        c = inc_counts.select("cluster", F.lit(None).cast("string").alias("group_id"), "topic", "seen", "stored")
+        union = c if union is None else union.unionByName(c)
+    touched: set[tuple[str, str]] = set()
+    increment: dict = {}
+    for r in (union.collect() if union is not None else []):
+        if r["topic"] is None:
+            if r["group_id"] is not None:
+                touched.add((r["cluster"], r["group_id"]))
+        else:
+            increment.setdefault(r["cluster"], {})[r["topic"]] = (r["seen"], r["stored"])
+    old = _read_counts(lake)
+    counts = merge_counts(old, increment)
+    full_clusters = sorted(c for c in counts if counts[c] != old.get(c))
+    if not touched and not full_clusters:
+        for name in OUTPUTS:  # only the positions move on
+            lake.append(name, lake.schema(name).empty_table(), app_transactions=positions)
+        _write_counts(lake, counts, positions)
+        return {t: 0 for t in OUTPUTS}
+
+    clusters = sorted({c for c, _ in touched})
+    groups = sorted({g for _, g in touched})
+    wanted_set = set(touched)
+    full_set = set(full_clusters)
+
+    def keep(df):
+        # Coarse (cluster in C and group in G may pair a group with another cluster's name):
+        # the exact test runs per group in `wanted`.
+        cond = F.col("cluster").isin(clusters) & F.col("group_id").isin(groups)
+        if full_set:
+            cond = cond | F.col("cluster").isin(full_clusters)
+        return df.where(cond)
+
+    def wanted(cluster, group_id):
+        return cluster in full_set or (cluster, group_id) in wanted_set
+
+    acc = _counter(spark)
+    combined = replay_table(inp, assignors, counts, keep=keep, wanted=wanted, counter=acc).cache()
+    episodes, summary = split(combined)
+    keys = spark.createDataFrame(sorted(touched), "cluster string, group_id string")
+    if full_clusters:
+        keys = keys.unionByName(combined.select(*KEYS))
+    keys = keys.distinct().cache()
+    for name, df in (("whatif_episodes", episodes), ("whatif_summary", summary)):
+        lake.replace_rows(name, df, keys, KEYS, partition_by=["cluster"], app_transactions=positions)
+    combined.unpersist()
+    keys.unpersist()
+    _write_counts(lake, counts, positions)
+    return {"whatif_episodes": acc[0].value, "whatif_summary": acc[1].value}

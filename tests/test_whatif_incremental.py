@@ -1,0 +1,134 @@
+"""Incremental what-if: a lake built in two increments ends with the same what-if tables as a
+from-scratch build of the same recordings, and the second run replays only what changed.
+
+The from-scratch build is the shared recordings lake (every recording a cluster); a cluster's
+what-if rows depend only on that cluster's silver rows, so the increments lake (a few of the
+recordings) is compared with the shared lake's rows of the same clusters.
+"""
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+import pytest
+
+from pipelines.ingest.logs import ingest_logs
+from pipelines.ingest.segments import ingest_segments
+from pipelines.lake import Lake
+from pipelines.whatif.assemble import group_histories
+from pipelines.whatif.incremental import APP, ASSIGNORS_APP, COUNTS, OUTPUTS, stored_positions
+from pipelines.whatif.spark_job import (WhatifInputs, _cluster_maps, collect_counts, history_rows, raw_rows,
+                                        topic_count_rows, update_whatif)
+from tests.conftest import RECORDINGS
+from tests.recordings_lake import build_silver, segments_lake, spark  # noqa: F401
+
+# A list no other test module uses: the shared lake's what-if tables are rebuilt from scratch for it.
+ASSIGNORS = ["sticky", "cooperative-sticky", "uniform"]
+FIRST = ["scale_out_range", "storm_flapping"]     # segments and server.log in increment 1
+LATE_LOG = "static_membership"                      # segments in increment 1, server.log in increment 2
+SECOND = ["kip848_consumer_protocol"]              # everything in increment 2
+CLUSTERS = FIRST + [LATE_LOG] + SECOND
+
+
+def _ingest(lake: Lake, scenario: str, segments: bool = True, log: bool = True) -> None:
+    rec = RECORDINGS / scenario
+    if segments:
+        ingest_segments(lake, [str(rec / "offsets_segments")], cluster=scenario)
+    if log:
+        ingest_logs(lake, [str(rec / "server.log")], cluster=scenario)
+
+
+def _rows(lake: Lake, name: str, clusters) -> list[str]:
+    rows = [r for r in lake.read_arrow(name).to_pylist() if r["cluster"] in clusters]
+    return sorted(json.dumps(r, sort_keys=True, default=str) for r in rows)
+
+
+@pytest.fixture(scope="module")
+def increments(tmp_path_factory, spark):  # noqa: F811
+    lake = Lake(tmp_path_factory.mktemp("whatif-increments"), spark=spark)
+    for s in FIRST:
+        _ingest(lake, s)
+    _ingest(lake, LATE_LOG, log=False)
+    build_silver(lake)
+    first = update_whatif(lake, assignors=ASSIGNORS)
+    versions = {t: lake.version(t) for t in (*OUTPUTS, COUNTS)}
+    _ingest(lake, LATE_LOG, segments=False)
+    for s in SECOND:
+        _ingest(lake, s)
+    build_silver(lake)
+    second = update_whatif(lake, assignors=ASSIGNORS)
+    return lake, first, second, versions
+
+
+@pytest.fixture(scope="module")
+def scratch(segments_lake):  # noqa: F811
+    update_whatif(segments_lake, assignors=ASSIGNORS)
+    return segments_lake
+
+
+@pytest.mark.parametrize("table", OUTPUTS)
+def test_two_increments_equal_a_build_from_scratch(increments, scratch, table):
+    lake = increments[0]
+    got, want = _rows(lake, table, CLUSTERS), _rows(scratch, table, CLUSTERS)
+    assert {json.loads(r)["cluster"] for r in got} == set(CLUSTERS)
+    assert got == want
+
+
+def test_second_run_rewrites_only_the_changed_groups(increments):
+    lake, first, second, versions = increments
+    # The clusters that gained nothing: no data file of theirs was rewritten.
+    for table in OUTPUTS:
+        added = lake.files_added_since(table, versions[table])
+        assert added, table
+        assert not [f for f in added if any(f"cluster={c}/" in f for c in FIRST)], table
+    summary = lake.read_arrow("whatif_summary").to_pylist()
+    replayed = [r for r in summary if r["cluster"] in SECOND + [LATE_LOG]]
+    assert second["whatif_summary"] == len(replayed) < len(summary)
+    assert first["whatif_summary"] == len([r for r in summary if r["cluster"] in FIRST + [LATE_LOG]])
+    # The late server.log gave the static-membership group coordinator-log durations.
+    episodes = lake.read_arrow("whatif_episodes").to_pylist()
+    assert any(e["cluster"] == LATE_LOG and e["duration_source"] == "coordinator_events" for e in episodes)
+
+
+def test_positions_are_stored_with_the_rows_and_nothing_new_commits_nothing(increments):
+    lake = increments[0]
+    positions = stored_positions(lake)
+    assert positions[APP + "group_generations"] == lake.version("group_generations")
+    assert positions[APP + "coordinator_events"] == lake.version("coordinator_events")
+    assert ASSIGNORS_APP in positions
+    before = {t: lake.version(t) for t in (*OUTPUTS, COUNTS)}
+    assert update_whatif(lake, assignors=ASSIGNORS) == {t: 0 for t in OUTPUTS}
+    assert {t: lake.version(t) for t in (*OUTPUTS, COUNTS)} == before
+
+
+def test_python_assembly_equals_the_spark_join_formulation(segments_lake):  # noqa: F811
+    """The per-group assembly (one shuffle) builds the same history rows as the Spark joins."""
+    inp = WhatifInputs.from_lake(segments_lake)
+    old = defaultdict(list)
+    for r in history_rows(inp).collect():
+        d = r.asDict()
+        old[(d["cluster"], d["group_id"], d["incarnation"], d["kind"])].append(d)
+    maps = _cluster_maps(collect_counts(topic_count_rows(inp.member_assignments, inp.offset_commits,
+                                                         inp.target_assignments, inp.topic_ids)))
+    raw = defaultdict(list)
+    for r in raw_rows(inp).collect():
+        d = r.asDict()
+        raw[(d["cluster"], d["group_id"])].append(d)
+    new = {}
+    for (c, g), rows in raw.items():
+        for (inc, kind), hr in group_histories(c, g, rows, has_events=True, has_current=True,
+                                               topic_counts=maps.get(c, ({}, None))[1]).items():
+            new[(c, g, inc, kind)] = hr
+    assert set(new) == set(old) and len(old) > 10
+    cols = ["generation", "position", "ts_ms", "protocol", "member_id", "instance_id", "client_id", "topics", "topic",
+            "partition", "duration_ms", "duration_source"]
+    for key in old:
+        def norm(rows):
+            return sorted({json.dumps([r[c] for c in cols]) for r in rows})
+        assert norm(new[key]) == norm(old[key]), key
+        # Commit statistics: the same up to the order Spark's average added them in.
+        for col in ("commit_interval_ms", "records_per_partition_s"):
+            a, b = old[key][0][col], new[key][0][col]
+            assert (a is None) == (b is None) and (a is None or abs(a - b) <= 1e-9 * max(1.0, abs(a))), (key, col)
+        # Fallback partition counts: the cluster-wide JSON of the Spark formulation.
+        assert json.loads(old[key][0]["_cluster_counts"] or "{}") == maps.get(key[0], ({}, None))[0]
