@@ -105,54 +105,6 @@ OFFSET_COMMITS = Suite("offset_commits", "silver", (
 ))
 
 
-def _epochs_never_decrease(t: DataFrame, _ctx: Context) -> DataFrame:
-    # A tombstone deletes the group; the epochs after it belong to a new incarnation.
-    w = Window.partitionBy("cluster", "group_id").orderBy("coordinator_partition", "log_offset")
-    g = t.withColumn("_inc", F.sum(F.col("is_deletion").cast("int")).over(w.rowsBetween(Window.unboundedPreceding, -1)))
-    w2 = Window.partitionBy("cluster", "group_id", F.coalesce("_inc", F.lit(0))).orderBy("coordinator_partition", "log_offset")
-    g = g.where(~F.col("is_deletion")).withColumn("_prev", F.lag("epoch").over(w2))
-    return violation(g.where(F.col("epoch") < F.col("_prev")), ["cluster", "group_id", "log_offset"],
-                     fmt("group epoch %s written after epoch %s", "epoch", "_prev"))
-
-
-CONSUMER_GROUP_EPOCHS = Suite("consumer_group_epochs", "silver", (
-    Invariant("group_epoch_never_decreases", "a KIP-848 group's epoch never decreases until the group is deleted",
-              ERROR, ("group_id", "epoch", "is_deletion", "coordinator_partition", "log_offset"), _epochs_never_decrease),
-))
-
-CONSUMER_GROUP_MEMBERS = Suite("consumer_group_members", "silver", (
-    null_check("member_has_client_id_and_host", ("client_id", "client_host"),
-               ["cluster", "group_id", "member_id", "log_offset"], where=lambda: ~F.col("is_deletion"),
-               description="every KIP-848 member record has a client id and a client host"),
-))
-
-
-def _target_one_owner(t: DataFrame, _ctx: Context) -> DataFrame:
-    bad = t.where(F.col("partition").isNotNull()).groupBy(
-        "cluster", "group_id", "assignment_epoch", "topic_id", "partition").agg(
-        F.sort_array(F.collect_set("member_id")).alias("_owners")).where(F.size("_owners") > 1)
-    return violation(bad, ["cluster", "group_id", "assignment_epoch", "topic_id", "partition"],
-                     F.concat(F.lit("targeted to "), F.concat_ws(", ", "_owners")))
-
-
-TARGET_ASSIGNMENTS = Suite("target_assignments", "silver", (
-    Invariant("target_partition_has_one_member",
-              "a KIP-848 target assignment gives each partition to at most one member per assignment epoch", ERROR,
-              ("group_id", "assignment_epoch", "topic_id", "partition", "member_id"), _target_one_owner),
-))
-
-
-def _topic_one_name(t: DataFrame, _ctx: Context) -> DataFrame:
-    bad = t.groupBy("cluster", "topic_id").agg(F.sort_array(F.collect_set("topic")).alias("_names")) \
-        .where(F.size("_names") > 1)
-    return violation(bad, ["cluster", "topic_id"], F.concat(F.lit("names "), F.concat_ws(", ", "_names")))
-
-
-TOPIC_IDS = Suite("topic_ids", "silver", (
-    Invariant("topic_id_has_one_name", "a topic id names one topic in a cluster", ERROR, ("topic_id", "topic"),
-              _topic_one_name),
-))
-
 COORDINATOR_EVENTS = Suite("coordinator_events", "silver", (
     row_check("coordinator_line_parsed", lambda: F.col("event") == "unrecognized",
               ["cluster", "broker", "file", "line"], lambda: F.substring(F.coalesce("message", F.lit("")), 1, 200),
@@ -166,5 +118,5 @@ COORDINATOR_EVENTS = Suite("coordinator_events", "silver", (
                description="every event has a timestamp"),
 ))
 
-SUITES = (GROUP_GENERATIONS, MEMBER_ASSIGNMENTS, OFFSET_COMMITS, CONSUMER_GROUP_EPOCHS, CONSUMER_GROUP_MEMBERS,
-          TARGET_ASSIGNMENTS, TOPIC_IDS, COORDINATOR_EVENTS)
+# The KIP-848 tables' suites are in quality/kip848.py.
+SUITES = (GROUP_GENERATIONS, MEMBER_ASSIGNMENTS, OFFSET_COMMITS, COORDINATOR_EVENTS)

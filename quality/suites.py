@@ -1,10 +1,10 @@
 """Every table's suite, by table name."""
 from __future__ import annotations
 
-from . import bronze, gold, silver, whatif
+from . import bronze, gold, kip848, silver, whatif
 from .model import Suite
 
-SUITES: dict[str, Suite] = {s.table: s for s in (*bronze.SUITES, *silver.SUITES, *gold.SUITES, *whatif.SUITES)}
+SUITES: dict[str, Suite] = {s.table: s for s in (*bronze.SUITES, *silver.SUITES, *kip848.SUITES, *gold.SUITES, *whatif.SUITES)}
 
 
 def suite_for(table: str) -> Suite:
