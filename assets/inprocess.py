@@ -1,17 +1,24 @@
-"""Materialize every asset in this process (what `rebalance-audit run` and `demo` do).
+"""Materialize every asset and run its quality checks in this process (what `rebalance-audit
+run` and `demo` do).
 
 No Dagster instance, daemon or webserver is needed: `dagster.materialize` runs the assets
-with the in-process executor on an ephemeral instance, so one SparkSession serves every
-asset. The outcome is read back from the materialization events' metadata.
+and the asset checks (`ALL_CHECKS`, quality/) with the in-process executor on an ephemeral
+instance, so one SparkSession serves every asset and every check. The outcome is read back
+from the materialization and check-evaluation events.
+
+A failed *blocking* check (severity ERROR: the table is wrong) fails its check step, and
+Dagster then does not materialize the assets downstream of that table; that is reported
+in the outcome (`blocked`, `not_materialized`), not raised: the caller prints the checks
+and exits non-zero. Any other step failure raises `MaterializeError`.
 """
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from dagster import DagsterEventType, materialize
+from dagster import AssetCheckSeverity, DagsterEventType, DagsterInstance, materialize
 
-from assets.definitions import ALL_ASSETS
+from assets.definitions import ALL_ASSETS, ALL_CHECKS
 
 
 @dataclass
@@ -21,6 +28,63 @@ class TableOutcome:
     rows_total: int | None
     delta_version: int | None
     uri: str | None
+
+
+@dataclass
+class CheckOutcome:
+    asset: str
+    check: str
+    passed: bool
+    severity: str          # "ERROR" (blocking: the data is wrong) or "WARN"
+    violations: int        # offending keys over the failed expectations (exact counts)
+    failed: dict[str, int]  # failed expectation -> its violations
+    seconds: float | None
+
+    @property
+    def name(self) -> str:
+        return f"{self.asset}:{self.check}"
+
+    @property
+    def blocking_failure(self) -> bool:
+        return not self.passed and self.severity == "ERROR"
+
+
+@dataclass
+class RunOutcome:
+    """What one in-process run did: the tables it materialized and the checks it ran.
+    Iterating it gives the tables (the figures `summary_table` prints)."""
+
+    tables: list[TableOutcome]
+    checks: list[CheckOutcome]
+    not_materialized: list[str]  # assets skipped because a blocking check upstream failed
+    step_seconds: dict[str, float]  # wall time of each step that ran (asset and check steps)
+    check_steps: frozenset[str] = frozenset()
+
+    @property
+    def check_seconds(self) -> float:
+        return sum(v for k, v in self.step_seconds.items() if k in self.check_steps)
+
+    @property
+    def asset_seconds(self) -> float:
+        return sum(v for k, v in self.step_seconds.items() if k not in self.check_steps)
+
+    def __iter__(self):
+        return iter(self.tables)
+
+    def __len__(self) -> int:
+        return len(self.tables)
+
+    @property
+    def blocked(self) -> list[CheckOutcome]:
+        return [c for c in self.checks if c.blocking_failure]
+
+    @property
+    def warnings(self) -> list[CheckOutcome]:
+        return [c for c in self.checks if not c.passed and not c.blocking_failure]
+
+    @property
+    def passed(self) -> list[CheckOutcome]:
+        return [c for c in self.checks if c.passed]
 
 
 class MaterializeError(RuntimeError):
@@ -33,41 +97,114 @@ def _value(meta: Mapping, key: str):
 
 
 def materialize_all(resources: Mapping[str, object], ingest: Mapping | None = None,
-                    log_level: str = "WARNING") -> list[TableOutcome]:
-    """Run every asset with `resources`; `ingest` is the bronze asset's run config
-    (segment_paths, log_paths, skip_kafka). Returns one outcome per table, in run order."""
+                    log_level: str = "WARNING", checks: bool = True) -> RunOutcome:
+    """Run every asset, and with `checks` every asset check, with `resources`; `ingest` is
+    the bronze asset's run config (segment_paths, log_paths, skip_kafka). Returns the tables
+    in run order and the checks' results."""
     run_config: dict = {"loggers": {"console": {"config": {"log_level": log_level}}}}
     if ingest:
         run_config["ops"] = {"bronze_ingest": {"config": dict(ingest)}}
-    result = materialize(ALL_ASSETS, resources=dict(resources), run_config=run_config, raise_on_error=False)
+    defs = [*ALL_ASSETS, *ALL_CHECKS] if checks else ALL_ASSETS
+    # An explicit ephemeral instance (what `materialize` would make) so that the event log,
+    # with its timestamps, can be read back for the steps' wall times.
+    instance = DagsterInstance.ephemeral()
+    result = materialize(defs, resources=dict(resources), run_config=run_config, raise_on_error=False,
+                         instance=instance)
+    check_steps = {c.node_def.name for c in ALL_CHECKS} if checks else set()
     if not result.success:
-        raise MaterializeError(_failure(result))
-    outcomes = []
+        failure = _failure(result, ignore=check_steps)
+        if failure is not None:
+            raise MaterializeError(failure)
+    tables = []
     for event in result.all_events:
         if event.event_type != DagsterEventType.ASSET_MATERIALIZATION:
             continue
         m = event.event_specific_data.materialization
         meta = m.metadata
         uri = _value(meta, "table_uri")
-        outcomes.append(TableOutcome(
+        tables.append(TableOutcome(
             asset=m.asset_key.to_user_string(),
             rows_written=_value(meta, "rows_written"),
             rows_total=_value(meta, "rows_total"),
             delta_version=_value(meta, "delta_version"),
             uri=None if uri is None else str(uri),
         ))
-    return outcomes
+    evaluations = [_check_outcome(e) for e in result.get_asset_check_evaluations()] if checks else []
+    done = {t.asset for t in tables}
+    expected = [k.to_user_string() for a in ALL_ASSETS for k in a.keys]
+    missing = [a for a in expected if a not in done]
+    if missing and not any(c.blocking_failure for c in evaluations):
+        # Not materialized and no blocking check to explain it: report it, never hide it.
+        raise MaterializeError(f"assets not materialized: {', '.join(missing)}")
+    return RunOutcome(tables, evaluations, missing, _step_seconds(instance, result.run_id), frozenset(check_steps))
 
 
-def _failure(result) -> str:
+def _step_seconds(instance, run_id: str) -> dict[str, float]:
+    """Each step's wall time, from its start to its success or failure event."""
+    start, out = {}, {}
+    for entry in instance.all_logs(run_id):
+        e = entry.dagster_event
+        if e is None:
+            continue
+        if e.event_type == DagsterEventType.STEP_START:
+            start[e.step_key] = entry.timestamp
+        elif e.event_type in (DagsterEventType.STEP_SUCCESS, DagsterEventType.STEP_FAILURE) and e.step_key in start:
+            out[e.step_key] = entry.timestamp - start[e.step_key]
+    return out
+
+
+def _check_outcome(e) -> CheckOutcome:
+    meta = e.metadata or {}
+    failed = {k[: -len(".violations")]: int(_value(meta, k)) for k in meta if k.endswith(".violations")}
+    seconds = _value(meta, "check_seconds")
+    return CheckOutcome(
+        asset=e.asset_key.to_user_string(), check=e.check_name, passed=bool(e.passed),
+        severity="ERROR" if e.severity == AssetCheckSeverity.ERROR else "WARN",
+        violations=sum(failed.values()), failed=failed, seconds=None if seconds is None else float(seconds),
+    )
+
+
+def check_summary(outcome: RunOutcome) -> list[str]:
+    """One line per failed check (name, severity, offending keys, the failed expectations),
+    then the total: "N checks passed, M warnings, K failed"."""
+    lines = []
+    for c in sorted(outcome.checks, key=lambda c: (c.passed, c.severity != "ERROR", c.name)):
+        if c.passed:
+            continue
+        what = ", ".join(f"{name} ({n:,})" for name, n in sorted(c.failed.items())) or "see the check's metadata"
+        lines.append(f"check {c.name} {'FAILED' if c.blocking_failure else 'WARNING'} [{c.severity}]: "
+                     f"{c.violations:,} offending key(s): {what}")
+    lines.append(f"{len(outcome.passed)} checks passed, {len(outcome.warnings)} warnings, {len(outcome.blocked)} failed "
+                 f"(checks {outcome.check_seconds:.1f} s, assets {outcome.asset_seconds:.1f} s)")
+    return lines
+
+
+def blocked_message(outcome: RunOutcome) -> str | None:
+    """The one-line error of a run whose blocking checks failed (None if none did)."""
+    if not outcome.blocked:
+        return None
+    names = ", ".join(c.name for c in outcome.blocked)
+    skipped = f"; not materialized downstream: {', '.join(outcome.not_materialized)}" if outcome.not_materialized else ""
+    return (f"{len(outcome.blocked)} blocking quality check(s) failed: {names} (the data of these tables is wrong; "
+            f"see quality_results and the data docs){skipped}")
+
+
+def _failure(result, ignore: set[str] = frozenset()) -> str | None:
+    """The first failed step's one-line error; a check step that failed only because a
+    blocking check did (DagsterAssetCheckFailedError) is not an error here (None)."""
     for event in result.all_events:
         if event.event_type == DagsterEventType.STEP_FAILURE:
             err = event.event_specific_data.error
             # The user's exception is the innermost cause; Dagster wraps it once or twice.
             while err.cause is not None:
                 err = err.cause
+            if event.step_key in ignore and err.cls_name == "DagsterAssetCheckFailedError":
+                continue
             msg = err.message.strip().splitlines()[-1] if err.message.strip() else err.cls_name
-            return f"asset step {event.step_key} failed: {msg}"
+            kind = "check" if event.step_key in ignore else "asset"
+            return f"{kind} step {event.step_key} failed: {msg}"
+    if any(e.event_type == DagsterEventType.STEP_FAILURE for e in result.all_events):
+        return None
     return "materialization failed"
 
 

@@ -119,6 +119,23 @@ def test_metadata_reports_delta_versions(materialized):
             assert o.delta_version is None and o.rows_total == 0
 
 
+def test_quality_checks_run_with_the_assets_and_pass(materialized):
+    from assets.checks import CHECK_NAME
+    from assets.definitions import ALL_CHECKS
+    from quality import SUITES
+
+    _, _, first, _, second, _ = materialized
+    tables = {o.asset for o in first}
+    expected = {f"{t}:{CHECK_NAME}" for t in tables if t in SUITES}
+    for run in (first, second):
+        assert {c.name for c in run.checks} == expected
+        assert [c.name for c in run.checks if not c.passed] == []
+        assert run.not_materialized == []
+        # Every check step ran and took time; the figures a run prints come from them.
+        steps = {c.node_def.name for c in ALL_CHECKS}
+        assert steps <= set(run.step_seconds) and run.check_seconds > 0 and run.asset_seconds > 0
+
+
 def test_missing_source_path_fails_with_the_asset_named(tmp_path):
     res = default_resources({})
     res["lake"] = LakeResource(root=str(tmp_path / "lake"))

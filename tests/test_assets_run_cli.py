@@ -1,7 +1,9 @@
 """`rebalance-audit run`: bad usage is caught before any asset runs; a failing asset step
-is one line on stderr with exit 1."""
+is one line on stderr with exit 1; the quality checks run with the assets, and a blocking
+check that fails (a wrong table) exits 1 naming it."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -43,3 +45,65 @@ def test_unreachable_kafka_fails_in_one_line(tmp_path):
     lines = done.stderr.strip().splitlines()
     assert lines[-1].startswith("rebalance-audit run: error: asset step bronze_ingest failed:"), done.stderr[-2000:]
     assert "hunter2-secret" not in done.stderr + done.stdout
+
+
+def _check_specs() -> int:
+    from assets.definitions import ALL_CHECKS
+
+    return sum(len(list(c.check_specs)) for c in ALL_CHECKS)
+
+
+def _lower_a_generation(table_path: Path) -> dict:
+    """Rewrite group_generations with one group's last generation record set below the
+    generations before it (what a decoder bug reading the wrong field would do)."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    dt = DeltaTable(str(table_path))
+    rows = dt.to_pyarrow_table().to_pylist()
+    live = sorted((r for r in rows if not r["is_deletion"]), key=lambda r: (r["group_id"], r["log_offset"]))
+    victim = None
+    for r in live:
+        earlier = [x for x in live if x["group_id"] == r["group_id"] and x["incarnation"] == r["incarnation"]
+                   and x["log_offset"] < r["log_offset"] and x["generation"] >= 1]
+        if earlier:
+            victim = r
+    assert victim is not None
+    victim["generation"] = 0
+    write_deltalake(str(table_path), pa.Table.from_pylist(rows, schema=dt.schema().to_arrow()), mode="overwrite")
+    return victim
+
+
+def test_run_checks_quality_and_a_wrong_table_fails_the_run(tmp_path, recordings_dir):
+    rec = recordings_dir / "cooperative_rolling"
+    lake = tmp_path / "lake"
+    done = _run("--lake", str(lake), "--cluster", "coop", "--segments", str(rec / "offsets_segments"),
+                "--logs", str(rec / "server.log"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    total = re.search(r"^(\d+) checks passed, (\d+) warnings, (\d+) failed \(checks [\d.]+ s, assets [\d.]+ s\)$",
+                      done.stdout, re.M)
+    assert total, done.stdout
+    assert (int(total.group(1)), int(total.group(2)), int(total.group(3))) == (_check_specs(), 0, 0)
+    assert "FAILED" not in done.stdout
+    assert (lake / "quality_results" / "_delta_log").is_dir()
+
+    # The lake's group_generations goes wrong; a run with nothing new to ingest finds it,
+    # names the check and the offending key count, does not build what depends on it, exits 1.
+    victim = _lower_a_generation(lake / "group_generations")
+    done = _run("--lake", str(lake))
+    assert done.returncode == 1, (done.stdout[-2000:], done.stderr[-3000:])
+    assert ("check group_generations:quality FAILED [ERROR]: 1 offending key(s): generation_never_decreases (1)"
+            in done.stdout.splitlines()), done.stdout
+    total = re.search(r"^(\d+) checks passed, (\d+) warnings, (\d+) failed", done.stdout, re.M)
+    assert total and int(total.group(3)) == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("rebalance-audit run: error: 1 blocking quality check(s) failed: group_generations:quality"), last
+    downstream = last.split("not materialized downstream: ")[1].split(", ")
+    assert {"rebalance_episodes", "ownership_intervals", "whatif_episodes"} <= set(downstream)
+    # The history keeps the failure with the offending key.
+    from deltalake import DeltaTable
+
+    results = DeltaTable(str(lake / "quality_results")).to_pyarrow_table().to_pylist()
+    bad = [r for r in results if not r["success"]]
+    assert [(r["table_name"], r["expectation"]) for r in bad] == [("group_generations", "generation_never_decreases")]
+    assert str(victim["log_offset"]) in bad[0]["failing_keys_sample"]

@@ -4,7 +4,8 @@
 2. run a short scripted consumer group against it: members join, one leaves cleanly, one
    is killed, the survivor drains the topic (real librdkafka consumers, one process each),
 3. materialize every asset: live `__consumer_offsets` ingestion with the broker's
-   librdkafka settings, the broker's server.log, then everything downstream,
+   librdkafka settings, the broker's server.log, then everything downstream, and run
+   every table's data-quality check (a failed blocking check exits 1),
 4. stop the broker (or keep it, with --keep-broker, until Ctrl-C), and print where the
    tables are and a first query to try.
 
@@ -57,7 +58,7 @@ def _local_offset() -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from assets.inprocess import materialize_all
+    from assets.inprocess import blocked_message, check_summary, materialize_all
     from assets.resources import KafkaResource, LakeResource, SourcesResource, SparkResource
     from pipelines.testbed import KafkaBroker, TestbedUnavailable
     from pipelines.testbed.scenario import default_scenario, run_scenario
@@ -92,6 +93,10 @@ def run(args: argparse.Namespace) -> int:
         raise
     try:
         _print_result(args, cluster, outcomes, time.monotonic() - started)
+        print("\n".join(check_summary(outcomes)))
+        blocked = blocked_message(outcomes)
+        if blocked:
+            print(f"rebalance-audit demo: error: {blocked}", file=sys.stderr)
         if args.keep_broker:
             try:
                 while broker.running:
@@ -100,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
                 pass
     finally:
         broker.stop()
-    return 0
+    return 1 if blocked else 0
 
 
 def _print_result(args, cluster: str, outcomes, seconds: float) -> None:

@@ -2,8 +2,12 @@
 
 Optionally ingests segment files (--segments) and server.log files (--logs), or live Kafka
 (--bootstrap-servers / -X / --properties), first. Prints one line per table: rows this run
-added, rows in the table, Delta version. Runs the Dagster assets with `dagster.materialize`
-(no Dagster instance, daemon or webserver needed).
+added, rows in the table, Delta version; then every failed quality check (quality/, one
+per table) and the total. Runs the Dagster assets and asset checks with
+`dagster.materialize` (no Dagster instance, daemon or webserver needed).
+
+Exit 1 when a blocking check failed (the data of a table is wrong; Dagster then does not
+build what depends on it); warnings alone exit 0.
 """
 from __future__ import annotations
 
@@ -36,6 +40,8 @@ def register(subparsers) -> None:
                    help="librdkafka property for live ingestion (repeatable)")
     p.add_argument("--properties", metavar="FILE", help="librdkafka properties file for live ingestion")
     p.add_argument("--kafka-version", metavar="X.Y", help="Kafka version deciding ambiguous record layouts")
+    p.add_argument("--skip-checks", action="store_true",
+                   help="do not run the data-quality checks (faster; nothing then guards downstream tables)")
     p.set_defaults(func=run)
 
 
@@ -80,13 +86,22 @@ def build_resources(args: argparse.Namespace) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     resources = build_resources(args)
-    from assets.inprocess import materialize_all, summary_table
+    from assets.inprocess import blocked_message, check_summary, materialize_all, summary_table
 
     started = time.monotonic()
-    outcomes = materialize_all(resources, log_level="DEBUG" if getattr(args, "debug", False) else "CRITICAL")
-    print(summary_table(outcomes))
-    print(f"{len(outcomes)} tables materialized in {time.monotonic() - started:.1f}s; lake: {_display(args.lake)}",
+    checks = not getattr(args, "skip_checks", False)
+    outcome = materialize_all(resources, log_level="DEBUG" if getattr(args, "debug", False) else "CRITICAL",
+                              checks=checks)
+    print(summary_table(outcome.tables))
+    if checks:
+        print("\n".join(check_summary(outcome)))
+    print(f"{len(outcome.tables)} tables materialized in {time.monotonic() - started:.1f}s; lake: {_display(args.lake)}",
           file=sys.stderr)
+    blocked = blocked_message(outcome)
+    if blocked:
+        # A finding about the data, not a crash: one line, no traceback even with --debug.
+        print(f"rebalance-audit run: error: {blocked}", file=sys.stderr)
+        return 1
     return 0
 
 
