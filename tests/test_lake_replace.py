@@ -119,3 +119,17 @@ def test_replace_rows_rejects_missing_key_columns(lake, spark):  # noqa: F811
     df = spark.createDataFrame([("c1", "g1", 1)], ROWS)
     with pytest.raises(LakeError, match="group_id"):
         lake.replace_rows("t", df, spark.createDataFrame([("c1",)], "cluster string"), ["cluster", "group_id"])
+
+
+def test_partition_max_and_file_changes_come_from_the_log(lake):
+    schema = pa.schema([("cluster", pa.string()), ("partition", pa.int32()), ("offset", pa.int64())])
+    lake.create("b", schema, ["cluster", "partition"])
+    v1 = lake.append("b", pa.table({"cluster": ["a", "a", "b"], "partition": pa.array([0, 1, 0], pa.int32()),
+                                    "offset": [5, 9, 2]}, schema=schema))
+    lake.append("b", pa.table({"cluster": ["a"], "partition": pa.array([0], pa.int32()), "offset": [7]}, schema=schema))
+    assert lake.partition_max("b", "offset") == {("a", 0): 7, ("a", 1): 9, ("b", 0): 2}
+    assert lake.partition_max("b", "offset", v1) == {("a", 0): 5, ("a", 1): 9, ("b", 0): 2}
+    added, removed = lake.file_changes("b", v1)
+    assert len(added) == 1 and removed == []
+    lake.optimize("b")  # a rewrite: files go, so the table was not only appended to
+    assert lake.file_changes("b", v1)[1]

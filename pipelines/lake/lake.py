@@ -361,16 +361,42 @@ class Lake:
     def files_added_since(self, name: str, version: int | None) -> list[str]:
         """URIs of the data files in the latest snapshot that were not in it at `version`
         (every file when `version` is None or negative). No Spark, only the log."""
+        return self.file_changes(name, version)[0]
+
+    def file_changes(self, name: str, version: int | None) -> tuple[list[str], list[str]]:
+        """(files added, files removed) between `version` and the latest snapshot, as URIs.
+        A removed file means the table was not only appended to (overwrite, delete,
+        compaction). `version` None or negative: every file is added."""
         dt = self.table(name)
         now = dt.file_uris()
         if version is None or version < 0:
-            return now
+            return now, []
         if version > dt.version():
             raise LakeError(f"table {name} is at version {dt.version()}, not at {version} or later (rewritten or replaced?)")
         if version == dt.version():
-            return []
-        before = set(self.table(name, version).file_uris())
-        return [f for f in now if f not in before]
+            return [], []
+        before = self.table(name, version).file_uris()
+        now_set, before_set = set(now), set(before)
+        return [f for f in now if f not in before_set], [f for f in before if f not in now_set]
+
+    def partition_max(self, name: str, column: str, version: int | None = None) -> dict[tuple, object]:
+        """Per Delta partition (tuple of partition values, in partition-column order), the
+        largest `column` value, from the files' statistics (no data read). A partition with
+        a file lacking the statistic is left out: its maximum is unknown."""
+        dt = self.table(name, version)
+        parts = list(dt.metadata().partition_columns)
+        actions = pa.table(dt.get_add_actions(flatten=True)).to_pylist()
+        out: dict[tuple, object] = {}
+        unknown = set()
+        for a in actions:
+            key = tuple(a.get(f"partition.{c}") for c in parts)
+            hi = a.get(f"max.{column}")
+            if hi is None:
+                if a.get("num_records"):
+                    unknown.add(key)
+                continue
+            out[key] = hi if key not in out else max(out[key], hi)
+        return {k: v for k, v in out.items() if k not in unknown}
 
     def added_since(self, name: str, version: int | None):
         """The rows of the files added to `name` after `version`, as a Spark DataFrame
