@@ -132,3 +132,28 @@ def test_python_assembly_equals_the_spark_join_formulation(segments_lake):  # no
             assert (a is None) == (b is None) and (a is None or abs(a - b) <= 1e-9 * max(1.0, abs(a))), (key, col)
         # Fallback partition counts: the cluster-wide JSON of the Spark formulation.
         assert json.loads(old[key][0]["_cluster_counts"] or "{}") == maps.get(key[0], ({}, None))[0]
+
+
+def test_asset_reports_rows_written_and_the_run_mode(increments, tmp_path):
+    from dagster import materialize
+
+    from assets.resources import LakeResource, SparkResource
+    from assets.whatif import WHATIF_ASSETS, WHATIF_TABLES
+
+    lake = increments[0]
+
+    def run(root, ok=True, **config):
+        result = materialize(WHATIF_ASSETS, resources={"lake": LakeResource(root=str(root)), "spark": SparkResource()},
+                             run_config={"ops": {"whatif_tables": {"config": config}}}, raise_on_error=False)
+        assert result.success == ok
+        return {m.asset_key.path[-1]: m.metadata for m in result.asset_materializations_for_node("whatif_tables")}
+
+    meta = run(lake.root, assignors=ASSIGNORS)  # nothing new since the increments
+    assert set(meta) == set(WHATIF_TABLES)
+    assert all(m["rows_written"].value == 0 and m["whatif_run"].text == "none" for m in meta.values())
+    assert meta["whatif_summary"]["rows_total"].value == lake.read_arrow("whatif_summary").num_rows
+    empty = run(tmp_path / "empty-lake")
+    assert all(m["rows_written"].value == 0 and m["rows_total"].value == 0 for m in empty.values())
+    before = {t: lake.version(t) for t in WHATIF_TABLES}
+    run(lake.root, ok=False, assignors=["no-such-assignor"])
+    assert {t: lake.version(t) for t in WHATIF_TABLES} == before

@@ -21,6 +21,7 @@ the previous counts merged with the increment's equal the counts over everything
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 from pyspark.sql import functions as F
@@ -39,6 +40,16 @@ COUNTS_SCHEMA = pa.schema([pa.field("cluster", pa.string()), pa.field("topic", p
 APP = "whatif:"
 ASSIGNORS_APP = APP + "assignors"
 KEYS = ["cluster", "group_id"]
+
+
+@dataclass
+class WhatifRun:
+    mode: str
+    """"full" (every group), "incremental" (the changed groups) or "none" (nothing new)."""
+    rows_written: dict[str, int] = field(default_factory=dict)
+    groups: int | None = None
+    """Groups replayed (None: every group, a full rebuild)."""
+    clusters_replayed_whole: list[str] = field(default_factory=list)
 
 
 def fingerprint(assignors: list[str]) -> int:
@@ -74,20 +85,20 @@ def _counter(spark):
     return spark.sparkContext.accumulator(0), spark.sparkContext.accumulator(0)
 
 
-def update(lake, assignors=None) -> dict[str, int]:
-    """Bring `whatif_episodes` / `whatif_summary` up to date; returns the rows written per table."""
+def update(lake, assignors=None, full: bool = False) -> WhatifRun:
+    """Bring `whatif_episodes` / `whatif_summary` up to date (`full`: replay every group)."""
     assignors = check_assignors(list(assignors or DEFAULT_ASSIGNORS))
     current = {t: lake.version(t) for t in WATCHED if lake.exists(t)}
     positions = {APP + t: v for t, v in current.items()}
     positions[ASSIGNORS_APP] = fingerprint(assignors)
     prev = stored_positions(lake)
-    full = prev is None or prev.get(ASSIGNORS_APP) != positions[ASSIGNORS_APP]
+    full = full or prev is None or prev.get(ASSIGNORS_APP) != positions[ASSIGNORS_APP]
     if not full:
         # An input older than our position was recreated; one we tracked is gone: start over.
         full = any(prev.get(APP + t, -1) > v for t, v in current.items()) or \
             any(k != ASSIGNORS_APP and k[len(APP):] not in current for k in prev)
     if not full and prev == positions:
-        return {t: 0 for t in OUTPUTS}  # nothing new: no commit
+        return WhatifRun("none", {t: 0 for t in OUTPUTS}, 0)  # nothing new: no commit
     inp = WhatifInputs.from_lake(lake)
     if full:
         return _rebuild(lake, inp, assignors, positions)
@@ -104,7 +115,7 @@ def _rebuild(lake, inp: WhatifInputs, assignors: list[str], positions: dict[str,
         lake.write_df(name, df, mode="overwrite", partition_by=["cluster"], app_transactions=positions)
     combined.unpersist()
     _write_counts(lake, counts, positions)
-    return {"whatif_episodes": acc[0].value, "whatif_summary": acc[1].value}
+    return WhatifRun("full", {"whatif_episodes": acc[0].value, "whatif_summary": acc[1].value})
 
 
 def _increment(lake, inp: WhatifInputs, assignors: list[str], positions: dict[str, int], since: dict[str, int],
@@ -143,7 +154,7 @@ def _increment(lake, inp: WhatifInputs, assignors: list[str], positions: dict[st
         for name in OUTPUTS:  # only the positions move on
             lake.append(name, lake.schema(name).empty_table(), app_transactions=positions)
         _write_counts(lake, counts, positions)
-        return {t: 0 for t in OUTPUTS}
+        return WhatifRun("incremental", {t: 0 for t in OUTPUTS}, 0)
 
     clusters = sorted({c for c, _ in touched})
     groups = sorted({g for _, g in touched})
@@ -173,4 +184,6 @@ def _increment(lake, inp: WhatifInputs, assignors: list[str], positions: dict[st
     combined.unpersist()
     keys.unpersist()
     _write_counts(lake, counts, positions)
-    return {"whatif_episodes": acc[0].value, "whatif_summary": acc[1].value}
+    rows = {"whatif_episodes": acc[0].value, "whatif_summary": acc[1].value}
+    groups = None if full_clusters else len(touched)
+    return WhatifRun("incremental", rows, groups, full_clusters)

@@ -459,10 +459,11 @@ def whatif_tables(inp: WhatifInputs, assignors: list[str]) -> tuple[DataFrame, D
     return split(combined)
 
 
-def update_whatif(lake, assignors: list[str] | None = None) -> dict[str, int]:
+def update_whatif(lake, assignors: list[str] | None = None, full: bool = False) -> dict[str, int]:
     """Replay the groups whose silver history changed since the last run (every group the
-    first time, or when the assignor list changed) and replace their rows of
-    `whatif_episodes` / `whatif_summary`. Returns the rows written per table."""
+    first time, when the assignor list changed, or with `full`) and replace their rows of
+    `whatif_episodes` / `whatif_summary`. Returns the rows written per table
+    (`incremental.update` returns the whole run description)."""
     from .incremental import update
 
-    return update(lake, assignors)
+    return update(lake, assignors, full=full).rows_written
