@@ -13,6 +13,7 @@ sample of failing keys (at most `sample` per invariant and cluster).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Iterable, Mapping
@@ -224,11 +225,13 @@ def _absent(suite: Suite, run_time: datetime) -> SuiteOutcome:
 
 
 def run_suites(lake, suites: Iterable[Suite], gx_context, params: Mapping[str, float] | None = None,
-               sample: int = SAMPLE, timings: dict | None = None) -> list[SuiteOutcome]:
+               sample: int = SAMPLE, timings: dict | None = None, guard=None) -> list[SuiteOutcome]:
     """Validate several tables of `lake` (one check step): ONE Spark job finds the violations of
     all of them, then GE validates each table's. An absent table passes as "absent".
 
-    Each outcome's `seconds` is its own GE time plus an equal share of the shared Spark job."""
+    Each outcome's `seconds` is its own GE time plus an equal share of the shared Spark job.
+    `gx_context` may be a callable returning the context (opened only after the Spark job);
+    `guard()`, when given, is entered around the GE work (a lock shared with other processes)."""
     suites = list(suites)
     tables = TableCache(lake)
     ctx = Context(tables, dict(params or {}), lake)
@@ -245,8 +248,11 @@ def run_suites(lake, suites: Iterable[Suite], gx_context, params: Mapping[str, f
     present = [s for s in suites if s.table in notes]
     spark_s = time.monotonic() - t0
     share = spark_s / max(len(present), 1)
-    out = [_outcome(lake, s, gx_context, found.get(s.table, []), notes[s.table], run_time, share)
-           if s.table in notes else _absent(s, run_time) for s in suites]
+    with guard() if guard is not None else contextlib.nullcontext():
+        if callable(gx_context):
+            gx_context = gx_context()
+        out = [_outcome(lake, s, gx_context, found.get(s.table, []), notes[s.table], run_time, share)
+               if s.table in notes else _absent(s, run_time) for s in suites]
     if timings is not None:
         timings.update(spark=spark_s, ge=time.monotonic() - t0 - spark_s)
     return out

@@ -11,6 +11,8 @@ invariant, one row per offending key, so every expectation is
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import threading
 from pathlib import Path
@@ -30,6 +32,23 @@ INDEX_COLUMNS = ["cluster", "key"]
 
 _lock = threading.Lock()
 _contexts: dict[str, "QualityContext"] = {}
+
+
+@contextlib.contextmanager
+def folder_lock(folder: str | os.PathLike):
+    """Exclusive lock on a quality folder, across processes. Dagster's default (multiprocess)
+    executor runs check steps in parallel processes, and a GE file context rewrites its
+    great_expectations.yml as it opens and adds assets: without the lock, one process read
+    the file while another was writing it (seen under `dagster asset materialize`:
+    FileDataContext failing on an empty config). Held only around GE work, never around Spark."""
+    path = Path(folder)
+    path.mkdir(parents=True, exist_ok=True)
+    with _lock, open(path / ".lock", "a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 class QualityContext:
@@ -55,11 +74,11 @@ class QualityContext:
 
     @classmethod
     def at(cls, folder: str | os.PathLike) -> "QualityContext":
+        """The folder's context (one per process); call it holding `folder_lock(folder)`."""
         key = str(Path(folder).resolve())
-        with _lock:
-            if key not in _contexts:
-                _contexts[key] = cls(key)
-            return _contexts[key]
+        if key not in _contexts:
+            _contexts[key] = cls(key)
+        return _contexts[key]
 
     def _validation(self, suite: Suite):
         try:

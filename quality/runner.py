@@ -45,16 +45,21 @@ def check_tables(lake, tables: Iterable[str], params: Mapping[str, float] | None
                  run_id: str | None = None, folder: str | os.PathLike | None = None,
                  record: bool = True, docs: bool = True) -> QualityReport:
     """Validate `tables` of `lake`; append to quality_results (`record`) and render data docs (`docs`)."""
-    from .gx import QualityContext
+    from .gx import QualityContext, folder_lock
 
     t0 = time.monotonic()
-    gx_context = QualityContext.at(folder or quality_dir(lake))
+    folder = folder or quality_dir(lake)
     timings: dict[str, float] = {}
-    outcomes = run_suites(lake, [suite_for(t) for t in tables], gx_context, params, timings=timings)
+    # The GE context is opened after the Spark job and under the folder's lock: check steps
+    # of other processes may share the folder (see quality.gx.folder_lock).
+    outcomes = run_suites(lake, [suite_for(t) for t in tables], lambda: QualityContext.at(folder), params,
+                          timings=timings, guard=lambda: folder_lock(folder))
     run_id = run_id or uuid.uuid4().hex
     validated = [o.ge_result for o in outcomes if o.ge_result is not None]
     t1 = time.monotonic()
-    url = gx_context.build_docs(validated) if docs and validated else (gx_context.index_url if docs else None)
+    with folder_lock(folder):
+        gx_context = QualityContext.at(folder)
+        url = gx_context.build_docs(validated) if docs and validated else (gx_context.index_url if docs else None)
     t2 = time.monotonic()
     rows = append_results(lake, outcomes, run_id, url) if record else 0
     timings.update(docs=t2 - t1, results=time.monotonic() - t2)
