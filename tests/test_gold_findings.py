@@ -283,8 +283,13 @@ def test_logs_change_only_times_and_reasons(gold, without_logs, scenario):
 
 # ----------------------------------------------------------------------------- runner
 def test_update_gold_twice_is_identical(segments_lake, gold, gold_run):
+    versions = {t: segments_lake.version(t) for t in runner.GOLD_TABLES}
     again = runner.update_gold(segments_lake, PARAMS, cluster_settings=[recording_settings(s) for s in SCENARIOS])
-    assert again.rows_written == gold_run.rows_written
+    # Nothing new in silver: no commit at all.
+    assert again.mode == "none"
+    assert {t: segments_lake.version(t) for t in runner.GOLD_TABLES} == versions
+    forced = runner.update_gold(segments_lake, PARAMS, cluster_settings=[recording_settings(s) for s in SCENARIOS], full=True)
+    assert forced.rows_written == gold_run.rows_written
     for t in runner.GOLD_TABLES:
         rows = segments_lake.read_arrow(t).to_pylist()
         assert sorted(map(repr, rows)) == sorted(map(repr, gold.rows[t])), t

@@ -39,3 +39,17 @@ def test_write_cluster_settings_replaces_only_the_given_clusters(tmp_path):
     rows = sorted(lake.read_arrow(settings.TABLE).to_pylist(), key=lambda r: r["cluster"])
     assert [(r["cluster"], r["consumer_session_timeout_ms"], r["classic_heartbeat_interval_ms"]) for r in rows] == [
         ("a", 30000, None), ("b", None, 1000)]
+
+
+def test_gold_asset_config_offers_every_gold_param_with_its_default():
+    import dataclasses
+
+    from assets.gold import GoldConfig
+    from pipelines.gold import GoldParams
+
+    defaults = GoldParams()
+    assert set(GoldConfig.model_fields) - {"full_rebuild"} == {f.name for f in dataclasses.fields(GoldParams)}
+    assert GoldConfig().params() == defaults
+    # SPEC: storms are K=5 logical rebalances inside W=10 minutes by default.
+    assert (defaults.storm_min_rebalances, defaults.storm_window_minutes) == (5, 10.0)
+    assert GoldConfig(storm_min_rebalances=7, storm_window_minutes=2.5).params().storm_window_minutes == 2.5

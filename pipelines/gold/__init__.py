@@ -27,8 +27,10 @@ def build_all(inputs: GoldInputs, params: GoldParams | None = None) -> dict:
     from . import anomalies, coverage, duplicates, episodes, idle, ownership, storms
 
     params = params or GoldParams()
-    inputs = inputs.pinned(_pin)
-    snaps = _pin(ownership.assignment_snapshots(inputs))
+    # Inputs are not pinned: each table's plan reads the few it needs straight from their
+    # Parquet files (a pin costs a Spark job per input and holds every input in memory).
+    # The intermediate results several tables share are pinned once.
+    snaps = ownership.assignment_snapshots(inputs)  # a projection: cheaper re-read than pinned
     holdings = _pin(ownership.build_ownership_intervals(inputs, snaps, params))
     attributed = _pin(ownership.build_commit_attribution(inputs, holdings))
     eps = _pin(episodes.build_rebalance_episodes(inputs, snaps, params))

@@ -1,8 +1,12 @@
-"""Gold, lake-facing: read the silver tables, build every gold table, write them back.
+"""Gold, lake-facing: read the silver tables, build the gold tables, write them back.
 
-Gold is a function of silver: each run recomputes every table from the whole of silver and
-replaces it, cluster partition by cluster partition (`overwrite`), so a run is always
-consistent with the silver it read and running it twice gives the same tables.
+Gold is a function of silver, recomputed per consumer group (`incremental.py`): a run finds
+the groups the silver rows added since the last run touch, rebuilds every gold table for
+those groups only from their whole silver history, and replaces their rows by (cluster,
+group_id) in one commit per table (`Lake.replace_rows`), with the input versions it read as
+app transactions. Nothing new: no Spark job, no commit. The first run, and any run after
+the parameters, the cluster settings or an input's history changed, rebuilds everything
+(each table overwritten). Either way the tables equal a rebuild from scratch.
 
 Per-cluster settings the records do not hold (heartbeat intervals, KIP-848 broker session
 settings) come from the lake table `cluster_settings` when it exists (see `settings.py`;
@@ -14,7 +18,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from . import settings
+from . import incremental, settings
 from .model import GoldInputs, GoldParams
 
 log = logging.getLogger(__name__)
@@ -41,21 +45,48 @@ class GoldInputError(RuntimeError):
     """The lake has no decoded silver to derive gold from."""
 
 
+# GoldInputs fields holding one row per group event: filtered to the touched groups.
+GROUP_KEYED = ("offset_commits", "group_generations", "member_assignments", "consumer_group_epochs",
+               "consumer_group_members", "current_assignments", "target_assignments", "coordinator_events")
+
+
 @dataclass
 class GoldRun:
+    # Rows each table's commit added (from the files' statistics). Incremental runs rewrite
+    # the files holding a touched group whole (copy-on-write), so this counts the other
+    # groups' rows of those files too.
     rows_written: dict[str, int] = field(default_factory=dict)
+    mode: str = "full"  # full, incremental or none
+    reason: str = ""
+    groups: int | None = None  # groups recomputed (incremental runs)
 
 
-def read_inputs(lake) -> GoldInputs:
-    """The lake's silver tables as GoldInputs (optional ones when they exist)."""
+def read_inputs(lake, versions: Mapping[str, int] | None = None, keys=None) -> GoldInputs:
+    """The lake's silver tables as GoldInputs (optional ones when they exist), at
+    `versions` where given; with `keys` ((cluster, group_id) DataFrame), the group-keyed
+    tables hold only those groups' rows."""
+    from pyspark.sql import functions as F
+
     missing = [t for t in REQUIRED if not lake.exists(t)]
     if missing:
         raise GoldInputError(f"silver tables missing from the lake: {', '.join(missing)} (run the silver update first)")
-    kw = {t: lake.read(t) for t in REQUIRED}
-    kw.update({t: lake.read(t) for t in OPTIONAL if lake.exists(t)})
+    versions = versions or {}
+    kw = {t: lake.read(t, versions.get(t)) for t in (*REQUIRED, *OPTIONAL) if lake.exists(t)}
+    if keys is not None:
+        k = F.broadcast(keys)
+        for t in GROUP_KEYED:
+            if t in kw and "group_id" in kw[t].columns:
+                kw[t] = kw[t].join(k, ["cluster", "group_id"], "left_semi")
     if lake.exists("offsets_records"):
         # Where the input has holes (compaction, retention): bronze positions per partition.
-        kw["bronze_positions"] = lake.read("offsets_records").select("cluster", "partition", "offset", "control")
+        b = lake.read("offsets_records", versions.get("offsets_records")).select("cluster", "partition", "offset", "control")
+        if keys is not None:
+            # Only the coordinator partitions of the touched groups.
+            cp = kw["offset_commits"].select("cluster", "coordinator_partition") \
+                .unionByName(kw["group_generations"].select("cluster", "coordinator_partition")).distinct() \
+                .withColumnRenamed("coordinator_partition", "partition")
+            b = b.join(F.broadcast(cp), ["cluster", "partition"], "left_semi")
+        kw["bronze_positions"] = b
     return GoldInputs(**kw)
 
 
@@ -72,21 +103,50 @@ def write_cluster_settings(lake, rows: Iterable[Mapping]) -> int:
     return lake.overwrite_where(settings.TABLE, settings.rows_table(kept + data.to_pylist()), "cluster IS NOT NULL")
 
 
-def update_gold(lake, params: GoldParams | None = None, cluster_settings: Iterable[Mapping] | None = None) -> GoldRun:
-    """Rebuild every gold table from the lake's silver; returns the rows written per table.
+def update_gold(lake, params: GoldParams | None = None, cluster_settings: Iterable[Mapping] | None = None,
+                full: bool = False) -> GoldRun:
+    """Bring every gold table up to date with the lake's silver; returns what was written.
 
-    `cluster_settings` (rows as dicts) overrides the lake's `cluster_settings` table for this run.
+    `cluster_settings` (rows as dicts) overrides the lake's `cluster_settings` table for
+    this run (part of the parameters' fingerprint: changing it rebuilds everything).
+    `full` forces a rebuild of every table.
     """
     from . import build_all
 
-    inputs = read_inputs(lake)
+    params = params or GoldParams()
+    if not all(lake.exists(t) for t in REQUIRED):
+        read_inputs(lake)  # raises the clear error
+    p = incremental.plan(lake, GOLD_TABLES, params, cluster_settings)
+    if full:
+        p.mode, p.reason = "full", "asked for"
+    run = GoldRun(mode=p.mode, reason=p.reason)
+    log.info("gold: %s run (%s)", p.mode, p.reason)
+    if p.mode == "none":
+        run.rows_written = {t: 0 for t in GOLD_TABLES}
+        return run
+    keys = None
+    if p.mode == "incremental":
+        touched = incremental.touched_groups(lake, p)
+        found = [] if touched is None else [(r["cluster"], r["group_id"]) for r in touched.collect()]
+        run.groups = len(found)
+        log.info("gold: %d groups to recompute", len(found))
+        if not found:
+            # New rows that touch no group: only the positions move.
+            for name in GOLD_TABLES:
+                lake.append(name, lake.schema(name).empty_table(), app_transactions=p.positions)
+                run.rows_written[name] = 0
+            return run
+        # Collected once, handed back as a small local relation: every use is a broadcast.
+        keys = lake.spark.createDataFrame(found, "cluster string, group_id string")
+    inputs = read_inputs(lake, p.versions, keys)
     if cluster_settings is not None:
         inputs.cluster_settings = settings.to_spark(lake.spark, cluster_settings)
-    run = GoldRun()
     for name, df in build_all(inputs, params).items():
-        df = df.localCheckpoint(eager=True)  # computed once, for the count and the write
-        n = df.count()
-        lake.write_df(name, df, mode="overwrite", partition_by=["cluster"])
-        run.rows_written[name] = n
-        log.info("gold %s: %d rows", name, n)
+        if keys is None:
+            version = lake.write_df(name, df, mode="overwrite", partition_by=["cluster"], app_transactions=p.positions)
+        else:
+            version = lake.replace_rows(name, df, keys, incremental.KEY, partition_by=["cluster"],
+                                        app_transactions=p.positions)
+        run.rows_written[name] = lake.commit_rows(name, version)
+        log.info("gold %s: %d rows written", name, run.rows_written[name])
     return run

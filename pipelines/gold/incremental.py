@@ -1,0 +1,200 @@
+"""Which groups a gold run must recompute, and where each gold table stands.
+
+Every gold table's commit carries app transactions (Delta `txn`, same commit as its rows):
+
+* `gold:<input>` = the Delta version of each input table the run read;
+* `gold:params` = a fingerprint (crc32) of the GoldParams and any per-run cluster settings;
+* `gold:cluster_settings` = the version of the `cluster_settings` table (-1: none).
+
+A run compares them with the lake. Gold is recomputed per consumer group: a group's rows
+in every gold table depend only on that group's silver history, except for the few
+cross-group inputs below, which are turned into extra touched groups. The touched groups
+are the distinct (cluster, group_id) of the rows added to the group-keyed inputs since the
+*smallest* position across the gold tables (a crash between two tables' commits leaves the
+later ones behind; the next run recomputes the union of what any table lacks, which is
+idempotent because each table's rows are replaced by key).
+
+Cross-group dependencies, and how they are covered:
+
+* holes in `__consumer_offsets` (coverage gaps, episodes "history starts late", skipped
+  generations) come from the bronze offsets of the whole coordinator partition: when the
+  new bronze rows of a partition open a hole (a jump of more than one offset), or land
+  below its previous end (filling a hole), every group with records in it is touched.
+  Approximate: the timestamps of a hole's edges come from the nearest records of any
+  group; they change only if a hole had no commit or generation record after it before.
+* the end of the data per coordinator partition (an open ownership interval's "stop" runs
+  to it): groups with an open member interval (gold `ownership_intervals`, `to_ms` null) in
+  a partition that got new commits are touched.
+* topic names (`topic_ids`, KIP-848): groups whose assignments name a new topic id.
+* sampled log-end offsets (`partition_end_offsets`, live): groups with commits on a
+  topic-partition that got new samples.
+
+A full rebuild (every table overwritten) happens when: a gold table is missing or has no
+positions, an input table appeared since, the parameters' fingerprint changed, the `cluster_settings` version changed, an
+input's version went backwards, or an input was not only appended to (files removed:
+overwrite, delete, compaction).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import zlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from .model import GoldParams
+
+PREFIX = "gold:"
+PARAMS_ID = PREFIX + "params"
+SETTINGS_ID = PREFIX + "cluster_settings"
+KEY = ["cluster", "group_id"]
+
+# Silver tables keyed by (cluster, group_id): new rows touch their groups. The KIP-848
+# target assignment is detected on its append-only epoch/delta tables (the materialized
+# `target_assignments` is rebuilt whole by silver).
+GROUP_INPUTS = ("offset_commits", "group_generations", "member_assignments", "consumer_group_epochs",
+                "consumer_group_members", "current_assignments", "target_assignment_epochs",
+                "target_assignment_member_deltas", "coordinator_events")
+# Append-only inputs that are not group-keyed (cross-group dependencies, see above).
+BRONZE_OFFSETS = "offsets_records"
+OTHER_INPUTS = ("topic_ids", "partition_end_offsets")
+TRACKED = GROUP_INPUTS + OTHER_INPUTS + (BRONZE_OFFSETS,)
+
+
+def fingerprint(params: GoldParams, cluster_settings: Iterable[Mapping] | None) -> int:
+    """crc32 of the parameters (and the per-run settings rows) as canonical JSON."""
+    doc = {"params": dataclasses.asdict(params),
+           "cluster_settings": None if cluster_settings is None else sorted(
+               (json.dumps(dict(r), sort_keys=True, default=str) for r in cluster_settings))}
+    return zlib.crc32(json.dumps(doc, sort_keys=True).encode("utf-8"))
+
+
+@dataclass
+class Plan:
+    mode: str  # "full", "incremental" or "none"
+    reason: str
+    versions: dict[str, int] = field(default_factory=dict)  # tracked input → version read
+    since: dict[str, int] = field(default_factory=dict)  # tracked input → smallest gold position (-1: none)
+    positions: dict[str, int] = field(default_factory=dict)  # app transactions for this run's commits
+
+
+def plan(lake, gold_tables: Iterable[str], params: GoldParams, cluster_settings: Iterable[Mapping] | None) -> Plan:
+    """Decide full / incremental / nothing to do, from the logs only (no Spark)."""
+    from . import settings
+
+    versions = {t: lake.version(t) for t in TRACKED if lake.exists(t)}
+    cs_version = lake.version(settings.TABLE) if lake.exists(settings.TABLE) else -1
+    fp = fingerprint(params, cluster_settings)
+    positions = {PREFIX + t: v for t, v in versions.items()}
+    positions[PARAMS_ID] = fp
+    positions[SETTINGS_ID] = cs_version
+    p = Plan("full", "", versions, {}, positions)
+    recorded = []
+    for name in gold_tables:
+        if not lake.exists(name):
+            p.reason = f"no gold table {name} yet"
+            return p
+        got = lake.app_versions(name, prefix=PREFIX)
+        if PARAMS_ID not in got:
+            p.reason = f"gold table {name} has no positions"
+            return p
+        if got[PARAMS_ID] != fp:
+            p.reason = "gold parameters changed"
+            return p
+        if got.get(SETTINGS_ID, -1) != cs_version:
+            p.reason = "cluster settings changed"
+            return p
+        for t, v in versions.items():
+            if PREFIX + t not in got:
+                # Some builders branch on whether an input exists at all (e.g. episodes fill
+                # a group's protocol only when coordinator events exist): a new input table
+                # can change groups it has no rows for.
+                p.reason = f"input {t} appeared since gold was built"
+                return p
+            if got.get(PREFIX + t, -1) > v:
+                p.reason = f"{t} went back to version {v} (gold read {got[PREFIX + t]})"
+                return p
+        recorded.append(got)
+    since = {t: min(g.get(PREFIX + t, -1) for g in recorded) for t in versions}
+    for t in versions:
+        if t == BRONZE_OFFSETS or since[t] < 0 or since[t] == versions[t]:
+            continue  # bronze is read by its ingest_version stamps, which survive compaction
+        _, removed = lake.file_changes(t, since[t])
+        if removed:
+            p.reason = f"{t} was rewritten since version {since[t]} (not only appended to)"
+            return p
+    p.since = since
+    if all(since[t] == v for t, v in versions.items()):
+        p.mode, p.reason = "none", "no new input"
+    else:
+        p.mode, p.reason = "incremental", "new input rows"
+    return p
+
+
+def touched_groups(lake, p: Plan):
+    """The (cluster, group_id) keys to recompute, as a lazy DataFrame (see module doc)."""
+    from pyspark.sql import functions as F
+
+    def new(t):
+        return lake.added_since(t, p.since[t]) if t in p.versions and p.since[t] < p.versions[t] else None
+
+    parts = []
+    new_commits = None
+    for t in GROUP_INPUTS:
+        df = new(t)
+        if df is None:
+            continue
+        if t == "offset_commits":
+            new_commits = df
+        parts.append(df.select(*KEY))
+    parts += _hole_groups(lake, p)
+    if new_commits is not None and lake.exists("ownership_intervals"):
+        # The data end of the coordinator partitions with new commits moved: open intervals there.
+        moved = new_commits.where(~F.col("is_deletion")).select("cluster", "coordinator_partition").distinct()
+        open_iv = lake.read("ownership_intervals").where(F.col("to_ms").isNull() & (F.col("owner_kind") == "member"))
+        parts.append(open_iv.join(F.broadcast(moved), ["cluster", "coordinator_partition"], "left_semi").select(*KEY))
+    topics = new("topic_ids")
+    if topics is not None:
+        ids = topics.select("cluster", "topic_id").distinct()
+        for t in ("current_assignments", "target_assignments"):
+            if lake.exists(t):
+                parts.append(lake.read(t).join(F.broadcast(ids), ["cluster", "topic_id"], "left_semi").select(*KEY))
+    samples = new("partition_end_offsets")
+    if samples is not None:
+        tps = samples.select("cluster", "topic", "partition").distinct()
+        parts.append(lake.read("offset_commits").join(F.broadcast(tps), ["cluster", "topic", "partition"], "left_semi")
+                     .select(*KEY))
+    if not parts:
+        return None
+    out = parts[0]
+    for df in parts[1:]:
+        out = out.unionByName(df)
+    return out.where(F.col("group_id").isNotNull()).distinct()
+
+
+def _hole_groups(lake, p: Plan) -> list:
+    """Groups in the coordinator partitions whose set of missing offsets the new bronze
+    rows may change (a jump of more than one offset, or rows below the previous end)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    t = BRONZE_OFFSETS
+    if t not in p.versions or p.since[t] >= p.versions[t]:
+        return []
+    since = p.since[t]
+    new = lake.read_since(t, "ingest_version", since, p.versions[t]).select("cluster", "partition", "offset")
+    ends = lake.partition_max(t, "offset", since) if since >= 0 else {}
+    spark = lake.spark
+    old = spark.createDataFrame([(c, int(part), int(m)) for (c, part), m in ends.items()],
+                                "cluster string, partition int, _old_end long")
+    w = Window.partitionBy("cluster", "partition").orderBy("offset")
+    n = new.join(F.broadcast(old), ["cluster", "partition"], "left") \
+        .withColumn("_prev", F.coalesce(F.lag("offset").over(w), F.col("_old_end")))
+    changed = n.where(F.col("_old_end").isNull() | (F.col("offset") < F.col("_old_end"))
+                      | (F.col("offset") - F.col("_prev") > 2)) \
+        .select("cluster", F.col("partition").alias("coordinator_partition")).distinct()
+    out = []
+    for s in ("offset_commits", "group_generations"):
+        if lake.exists(s):
+            out.append(lake.read(s).join(F.broadcast(changed), ["cluster", "coordinator_partition"], "left_semi").select(*KEY))
+    return out
