@@ -1,5 +1,6 @@
 """`rebalance-audit demo` end to end, as `make demo` runs it: a real Kafka 0.9 broker, real
-consumers, live ingestion, every asset, then the lake holds the scenario's group history."""
+consumers, live ingestion, every asset and its quality check, then the lake holds the
+scenario's group history."""
 from __future__ import annotations
 
 import re
@@ -33,6 +34,14 @@ def test_demo_end_to_end(tmp_path):
                   "member_assignments", "coordinator_events", "rebalance_episodes"):
         assert rows.get(table, 0) > 0, (table, out)
     assert "rebalance-audit sql" in out
+    # Every table's quality check ran with the assets; none blocking failed (exit 0 says so too).
+    total = re.search(r"^(\d+) checks passed, (\d+) warnings, (\d+) failed", out, re.M)
+    assert total, out
+    from assets.definitions import ALL_CHECKS
+
+    specs = sum(len(list(c.check_specs)) for c in ALL_CHECKS)
+    assert int(total.group(1)) + int(total.group(2)) == specs and int(total.group(3)) == 0, out
+    assert (lake / "quality_results" / "_delta_log").is_dir()
 
     # The printed figures are the lake's, and the scenario's group is in it under the run's cluster.
     gens = DeltaTable(str(lake / "group_generations")).to_pyarrow_table().to_pylist()
