@@ -21,8 +21,10 @@ from assets.bronze import bronze_ingest
 from assets.gold import GOLD_ASSETS
 from assets.resources import KafkaResource, LakeResource, SourcesResource, SparkResource, env_paths
 from assets.silver import events_silver, offsets_silver, target_assignments_silver
+from assets.whatif import WHATIF_ASSETS
 
-ALL_ASSETS = [bronze_ingest, offsets_silver, events_silver, target_assignments_silver, *GOLD_ASSETS]
+ALL_ASSETS = [bronze_ingest, offsets_silver, events_silver, target_assignments_silver, *GOLD_ASSETS,
+              *WHATIF_ASSETS]
 
 # --- dashboards (owned by the dashboards area: assets/report.py) ---
 from assets.report import REPORT_ASSETS  # noqa: E402

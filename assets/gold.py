@@ -1,8 +1,8 @@
-"""Gold and what-if: rebalance history, findings and assignor replays, rebuilt from silver.
+"""Gold: rebalance history and findings, kept up to date from silver.
 
-Thin: `pipelines.gold.runner.update_gold` and `pipelines.whatif.spark_job.update_whatif` read
-the silver tables from the lake, derive their tables and write them back (each cluster's rows
-replaced whole: they are functions of silver, so an overwrite is always consistent with it).
+Thin: `pipelines.gold.runner.update_gold` reads the silver tables from the lake, recomputes
+the groups with new silver rows (every group the first time) and replaces their rows.
+The what-if replays are in assets/whatif.py.
 """
 import dataclasses
 
@@ -14,10 +14,6 @@ from assets.resources import LakeResource, SparkResource
 from pipelines.gold.runner import GOLD_TABLES  # one list, owned by the runner
 
 GOLD_GROUP = "gold"
-WHATIF_GROUP = "whatif"
-
-WHATIF_TABLES = ("whatif_episodes", "whatif_summary")
-
 _SILVER = ("offset_commits", "group_generations", "member_assignments", "consumer_group_epochs",
            "consumer_group_members", "current_assignments", "target_assignments", "topic_ids",
            "coordinator_events", "partition_end_offsets")
@@ -67,22 +63,4 @@ def gold_tables(config: GoldConfig, lake: LakeResource, spark: SparkResource):
                            groups_recomputed=run.groups)
 
 
-@multi_asset(
-    name="whatif_tables",
-    specs=[AssetSpec(t, group_name=WHATIF_GROUP, deps=[*_SILVER, "rebalance_episodes"]) for t in WHATIF_TABLES],
-    description="Each group's real history replayed under every assignor, next to what happened.",
-)
-def whatif_tables(lake: LakeResource, spark: SparkResource):
-    from pipelines.whatif.spark_job import update_whatif
-
-    target = lake.lake(spark.session())
-    if not target.exists("member_assignments") and not target.exists("current_assignments"):
-        for name in WHATIF_TABLES:
-            yield table_result(target, name, 0)
-        return
-    written = update_whatif(target)
-    for name in WHATIF_TABLES:
-        yield table_result(target, name, None, write_mode="overwrite")
-
-
-GOLD_ASSETS = [gold_tables, whatif_tables]
+GOLD_ASSETS = [gold_tables]
