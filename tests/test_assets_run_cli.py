@@ -59,8 +59,8 @@ def _lower_a_generation(table_path: Path) -> dict:
     import pyarrow as pa
     from deltalake import DeltaTable, write_deltalake
 
-    dt = DeltaTable(str(table_path))
-    rows = dt.to_pyarrow_table().to_pylist()
+    table = DeltaTable(str(table_path)).to_pyarrow_table()
+    rows = table.to_pylist()
     live = sorted((r for r in rows if not r["is_deletion"]), key=lambda r: (r["group_id"], r["log_offset"]))
     victim = None
     for r in live:
@@ -70,7 +70,7 @@ def _lower_a_generation(table_path: Path) -> dict:
             victim = r
     assert victim is not None
     victim["generation"] = 0
-    write_deltalake(str(table_path), pa.Table.from_pylist(rows, schema=dt.schema().to_arrow()), mode="overwrite")
+    write_deltalake(str(table_path), pa.Table.from_pylist(rows, schema=table.schema), mode="overwrite")
     return victim
 
 
