@@ -5,7 +5,9 @@ tests/recordings_lake.py, with gold and what-if computed) repeated under new gro
 with `dashboards.replicate.copy_groups`. Figures printed:
 
   groups, episodes                 size of the lake the report reads
-  report_s                         `write_report` wall time (Spark: 2 queries, every page written)
+  report_s                         `write_report` wall time (Spark: 3 queries, every page written)
+  spark_jobs                       Spark jobs `write_report` ran (each query's shuffle stages count)
+  driver_rows                      rows the queries brought to the driver (stats, page detail, rates)
   overview_load_s (median of N)    Chromium: navigation until the load event fired and every
                                    plotly figure of index.html had drawn
   group_load_s (median of N)       the same for the page of the most rebalanced group
@@ -93,9 +95,13 @@ def main() -> int:
         copy_groups(src, big, copies=copies, time_copies=time_copies)
     episodes = big.read("rebalance_episodes").count()
 
+    sc = spark.sparkContext
+    sc.setJobGroup("bench-dashboards-report", "write_report")
     t0 = time.monotonic()
     report = write_report(big, args.out / f"report-{tag}")
     report_s = time.monotonic() - t0
+    spark_jobs = len(sc.statusTracker().getJobIdsForGroup("bench-dashboards-report"))
+    sc.setJobGroup("bench-dashboards-other", "bench")
 
     top = big.read("rebalance_episodes").where(~F.col("empty_transition")).groupBy("cluster", "group_id") \
         .agg(F.countDistinct("incarnation", "logical_rebalance_id").alias("n")).orderBy(F.desc("n"), "cluster", "group_id").first()
@@ -118,6 +124,8 @@ def main() -> int:
         "episodes": episodes,
         "overview_pages": report.overview_pages,
         "report_s": round(report_s, 1),
+        "spark_jobs": spark_jobs,
+        "driver_rows": report.driver_rows,
         "overview_load_s": round(statistics.median(overview), 3),
         "overview_load_s_max": round(max(overview), 3),
         "group_load_s": round(statistics.median(group), 3),

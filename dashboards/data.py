@@ -42,7 +42,9 @@ GROUP_KEYS = ("cluster", "group_id")
 GOLD = ("rebalance_episodes", "ownership_intervals", "duplicate_windows", "skip_windows", "idle_consumers",
         "rebalance_storms", "commit_anomalies", "coverage_gaps")
 WHATIF = ("whatif_summary",)
-SILVER = ("group_generations", "offset_commits", "member_assignments", "consumer_group_epochs")
+# The silver tables every group appears in (member_assignments holds the same groups as
+# group_generations, row by member, so scanning it too would only add work).
+SILVER = ("group_generations", "offset_commits", "consumer_group_epochs")
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,15 @@ def _present(df: DataFrame, *names: str) -> list[str]:
 
 def _is_time(df: DataFrame, name: str) -> bool:
     return isinstance(df.schema[name].dataType, (T.TimestampType, T.TimestampNTZType))
+
+
+def _fewer_tasks(union: DataFrame) -> DataFrame:
+    """A union of a dozen tables scans at least one task per table (more per table with
+    several files): on a small lake that is dozens of tasks of a few rows each, and per-task
+    overhead is the cost. Coalescing (no shuffle) to the cluster's cores keeps every core
+    busy and no more tasks than that; the partial aggregation still runs before the shuffle."""
+    cores = max(1, union.sparkSession.sparkContext.defaultParallelism)
+    return union.coalesce(cores)
 
 
 # -- headline figures per group (one query) -----------------------------------------------
@@ -208,6 +219,7 @@ def _stats_frame(t: LakeTables) -> DataFrame | None:
             F.col(k) if k in have else F.lit(None).cast(types[k]).alias(k) for k in types]
         b = sel.select(*cols)
         union = b if union is None else union.unionByName(b)
+    union = _fewer_tasks(union)
 
     def has(c):
         return c in types
@@ -322,7 +334,7 @@ def effective_caps(stats: pa.Table, caps: Caps) -> Caps:
 
 # -- per-group page detail (one query) ----------------------------------------------------
 
-# kind: (table, columns, display order (time) column, [selection order, best first], cap attribute, description)
+# kind: (table, columns, display order (time) column, selection order (highest kept), `Caps` attribute)
 DETAIL = {
     "episode": ("rebalance_episodes",
                 ("incarnation", "protocol_kind", "protocol", "from_generation", "to_generation", "started_at",
@@ -392,7 +404,7 @@ def _ms_col(df: DataFrame, c: str) -> F.Column:
 
 def _detail_frame(t: LakeTables, caps: Caps) -> DataFrame | None:
     branches = []
-    for kind, (table, cols, sort, order, cap_attr, *_rest) in DETAIL.items():
+    for kind, (table, cols, sort, order, cap_attr) in DETAIL.items():
         df = t.get(table)
         if df is None or sort not in df.columns or not set(GROUP_KEYS) <= set(df.columns):
             continue  # absent (the page says "not computed"), or an older table without the column
@@ -407,6 +419,7 @@ def _detail_frame(t: LakeTables, caps: Caps) -> DataFrame | None:
     union = branches[0]
     for b in branches[1:]:
         union = union.unionByName(b)
+    union = _fewer_tasks(union)
     w = Window.partitionBy("key", "kind").orderBy(F.col("_o1").desc_nulls_last(), F.col("_o2").desc_nulls_last())
     ranked = union.withColumn("_n", F.row_number().over(w)).withColumn("_d", F.dense_rank().over(w))
     keep = F.when(F.col("_dense"), (F.col("_d") == 1) & (F.col("_n") <= F.col("_cap"))).otherwise(F.col("_n") <= F.col("_cap"))
@@ -432,7 +445,9 @@ def _commit_rates_frame(t: LakeTables, stats: pa.Table, caps: Caps) -> DataFrame
             if a is not None and b is not None]
     if not rows:
         return None
-    bounds = spark.createDataFrame(rows, "cluster string, group_id string, _t0 long, _w long")
+    # One slice: a few thousand rows at most, broadcast to every task of the scan below.
+    bounds = spark.createDataFrame(spark.sparkContext.parallelize(rows, 1),
+                                   "cluster string, group_id string, _t0 long, _w long")
     c = t.get("offset_commits")
     if "is_deletion" in c.columns:
         c = c.where(~F.coalesce(F.col("is_deletion"), F.lit(False)))

@@ -275,3 +275,53 @@ def test_empty_lake_says_not_computed(tmp_path, browser, spark):  # noqa: F811
     _assert_clean(load)
     text = browser.evaluate("document.body.innerText")
     assert "Not computed yet" in text and "No consumer groups in the lake" in text
+
+
+def test_fit_cap_cuts_only_the_biggest_groups():
+    from dashboards.data import fit_cap
+
+    # Under budget: the cap stands.
+    assert fit_cap([1, 5, 100], cap=50, budget=1000) == 50
+    # 1 + 5 + 24 = 30 rows fit a budget of 30; 25 would make 31.
+    assert fit_cap([1, 5, 100], cap=50, budget=30) == 24
+    # Many groups: never below the floor, even past the budget.
+    assert fit_cap([100] * 1000, cap=50, budget=10, floor=10) == 10
+    assert fit_cap([None, 0], cap=5, budget=0) == 5
+
+
+def _cells(b: Browser, table_id: str, col: int) -> list[str]:
+    return b.evaluate(f"Array.from(document.querySelectorAll('table#{table_id} tbody tr'))"
+                      f".map(r => r.children[{col}].textContent)")
+
+
+def test_bounded_pages_keep_the_top_rows_and_say_so(gold_lake, browser, tmp_path):
+    """With tiny caps and budgets, each page holds the top rows of each finding (most records
+    at risk first), the latest episodes, and states the lake's full totals."""
+    dups = gold_lake.read("duplicate_windows")
+    per_group = {(r.cluster, r.group_id): r.n for r in dups.groupBy("cluster", "group_id").agg(F.count("*").alias("n")).collect()}
+    (cluster, group), n_dups = max(per_group.items(), key=lambda kv: (kv[1], kv[0]))
+    assert n_dups > 1, "the recordings have a group with several duplicate windows"
+    eps = gold_lake.read("rebalance_episodes").where((F.col("cluster") == cluster) & (F.col("group_id") == group))
+    n_eps = eps.count()
+    caps = Caps(windows=1, episodes=3, budget_episodes=3, floor=1)
+    result = write_report(gold_lake, tmp_path / "bounded", page_size=500, caps=caps)
+    # The episode budget of the whole report is 3 rows; the floor of 1 lets it hold.
+    assert result.driver_rows["detail"] > 0
+    load = browser.open(result.out_dir / "groups" / page_name(cluster, group))
+    _assert_clean(load)
+
+    mine = dups.where((F.col("cluster") == cluster) & (F.col("group_id") == group))
+    top = sorted((r.estimated_records for r in mine.select("estimated_records").collect()), key=lambda v: -(v or 0))[:1]
+    shown = [int(c.replace(",", "")) for c in _cells(browser, "duplicates", 8)]
+    assert sorted(shown, reverse=True) == [v or 0 for v in top]
+    total_records = sum(max(v or 0, 0) for v in (r.estimated_records for r in mine.select("estimated_records").collect()))
+    dup_note = browser.evaluate("document.getElementById('duplicates-section').innerText")
+    assert f"of {n_dups:,}" in dup_note and f"{total_records:,} records at risk in all" in dup_note
+
+    shown_eps = _rows(browser, "episodes")
+    assert 1 <= shown_eps <= 3 and shown_eps < n_eps
+    # The session time zone is UTC, as the page's.
+    latest = eps.agg(F.date_format(F.max("started_at"), "yyyy-MM-dd HH:mm:ss").alias("t")).first().t
+    assert latest in _cells(browser, "episodes", 1)
+    ep_note = browser.evaluate("document.getElementById('episodes-section').innerText")
+    assert f"Showing the latest {shown_eps} of {n_eps:,} episodes" in ep_note
