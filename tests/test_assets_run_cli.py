@@ -77,8 +77,9 @@ def _lower_a_generation(table_path: Path) -> dict:
 def test_run_checks_quality_and_a_wrong_table_fails_the_run(tmp_path, recordings_dir):
     rec = recordings_dir / "cooperative_rolling"
     lake = tmp_path / "lake"
+    # A whole run with its checks takes 4-10 min on the loaded 2-core test machine.
     done = _run("--lake", str(lake), "--cluster", "coop", "--segments", str(rec / "offsets_segments"),
-                "--logs", str(rec / "server.log"))
+                "--logs", str(rec / "server.log"), timeout=1500)
     assert done.returncode == 0, done.stderr[-3000:]
     total = re.search(r"^(\d+) checks passed, (\d+) warnings, (\d+) failed \(checks [\d.]+ s, assets [\d.]+ s\)$",
                       done.stdout, re.M)
@@ -90,7 +91,7 @@ def test_run_checks_quality_and_a_wrong_table_fails_the_run(tmp_path, recordings
     # The lake's group_generations goes wrong; a run with nothing new to ingest finds it,
     # names the check and the offending key count, does not build what depends on it, exits 1.
     victim = _lower_a_generation(lake / "group_generations")
-    done = _run("--lake", str(lake))
+    done = _run("--lake", str(lake), timeout=1500)
     assert done.returncode == 1, (done.stdout[-2000:], done.stderr[-3000:])
     assert ("check group_generations:quality FAILED [ERROR]: 1 offending key(s): generation_never_decreases (1)"
             in done.stdout.splitlines()), done.stdout
