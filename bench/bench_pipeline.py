@@ -128,22 +128,33 @@ def run_cmd(lake: Path, *paths: Path) -> list[str]:
     return cmd
 
 
-def bench_size(name: str, work: Path, skip_pipeline: bool, res: dict, save=lambda: None) -> dict:
+SIMULATED = ("commits", "generations", "records", "log_lines", "simulate_s", "segment_mb")
+
+
+def bench_size(name: str, work: Path, skip_pipeline: bool, res: dict, save=lambda: None,
+               reuse_data: bool = False) -> dict:
     params = {**COMMON, **SIZES[name]}
     data = work / name / "data"
     extra = work / name / "extra"
     lake = work / name / "lake"
-    for d in (data, extra, lake):
+    simulated = {k: res[k] for k in SIMULATED if k in res}
+    reuse = reuse_data and data.is_dir() and len(simulated) == len(SIMULATED)
+    for d in (extra, lake) if reuse else (data, extra, lake):
         shutil.rmtree(d, ignore_errors=True)
-    t0 = time.perf_counter()
-    summary = simulate(SimConfig(out=str(data), **params))
-    sim_s = time.perf_counter() - t0
     res.clear()
-    res.update({"commits": summary["records"]["commits"], "generations": summary["generations"],
-           "records": summary["records"]["records"], "log_lines": summary["records"]["lines"],
-           "simulate_s": round(sim_s, 1),
-           "segment_mb": round(sum(p.stat().st_size for p in data.rglob("*.log")) / 2**20, 1)})
-    print(f"[{name}] simulated {res['commits']:,} commits, {res['generations']:,} generations in {sim_s:.1f}s",
+    if reuse:
+        # The same seed and sizes give the same data: keep the simulated set and its figures.
+        res.update(simulated)
+        print(f"[{name}] reusing {data}", file=sys.stderr)
+    else:
+        t0 = time.perf_counter()
+        summary = simulate(SimConfig(out=str(data), **params))
+        sim_s = time.perf_counter() - t0
+        res.update({"commits": summary["records"]["commits"], "generations": summary["generations"],
+                    "records": summary["records"]["records"], "log_lines": summary["records"]["lines"],
+                    "simulate_s": round(sim_s, 1),
+                    "segment_mb": round(sum(p.stat().st_size for p in data.rglob("*.log")) / 2**20, 1)})
+    print(f"[{name}] simulated {res['commits']:,} commits, {res['generations']:,} generations in {res['simulate_s']}s",
           file=sys.stderr)
     n, rate = decode_rate(data)
     res["decode_records_per_s"] = round(rate)
@@ -206,6 +217,8 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", default="small,medium", help="comma list of small, medium, large")
     ap.add_argument("--keep", metavar="DIR", help="work folder to keep (default: a temp folder, removed)")
     ap.add_argument("--no-pipeline", action="store_true", help="only simulate, decode and parse")
+    ap.add_argument("--reuse-data", action="store_true",
+                    help="with --keep: reuse a size's simulated data (and its figures in --results) if present")
     ap.add_argument("--results", default=str(ROOT / "bench" / "results.json"))
     args = ap.parse_args(argv)
     sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
@@ -222,9 +235,9 @@ def main(argv=None) -> int:
             pass
     try:
         for s in sizes:
-            results["sizes"][s] = {}
+            results["sizes"][s] = results["sizes"].get(s, {}) if args.reuse_data else {}
             bench_size(s, work, args.no_pipeline, results["sizes"][s],
-                       lambda: path.write_text(json.dumps(results, indent=1) + "\n"))
+                       lambda: path.write_text(json.dumps(results, indent=1) + "\n"), reuse_data=args.reuse_data)
             path.write_text(json.dumps(results, indent=1) + "\n")
     finally:
         if not args.keep:

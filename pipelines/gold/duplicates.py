@@ -179,7 +179,11 @@ def build_duplicate_windows(inputs: GoldInputs, intervals: DataFrame, attributed
              .when(kind == "poll_timeout", "poll_timeout")
              .when(kind == "leave", "leave_without_final_commit")
              .otherwise("removed_without_final_commit"))
-    windows = h.where(~F.col("_final") & ~F.col("_txn") & ~F.col("_idle_owner") & F.col("start_offset").isNotNull() & F.col("rate_ms").isNotNull()) \
+    # A handover on a partition that had no traffic (peak rate 0, or capped by the sampled log
+    # end at the resume offset) has an empty [start, end_high): nothing can be read twice,
+    # so it is not a window.
+    windows = h.where(~F.col("_final") & ~F.col("_txn") & ~F.col("_idle_owner") & F.col("start_offset").isNotNull()
+                      & F.col("rate_ms").isNotNull() & (F.col("end_offset_high") > F.col("start_offset"))) \
         .select(
             "cluster", "group_id", "incarnation", "topic", "partition",
             F.col("prev_member_id").alias("from_member"), F.col("member_id").alias("to_member"),
