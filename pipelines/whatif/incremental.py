@@ -123,30 +123,41 @@ def _increment(lake, inp: WhatifInputs, assignors: list[str], positions: dict[st
     spark = lake.spark
     changed = [t for t in current if since[t] < current[t]]
     added = {t: lake.added_since(t, since[t]) for t in changed}
-    # Groups with new history (topic_ids rows belong to a cluster's topic metadata, not a group).
-    touched_parts = [added[t].select(*KEYS) for t in changed if t != "topic_ids"]
-    # target_assignments is rebuilt whole from the epoch/delta tables: its rows of the touched
-    # groups are the new ones; all of it is few rows (KIP-848 records), so read it whole.
-    kip848_changed = any(t in added for t in ("target_assignment_epochs", "target_assignment_member_deltas"))
-    inc_counts = topic_count_rows(added.get("member_assignments"), added.get("offset_commits"),
-                                  inp.target_assignments if kip848_changed else None, added.get("topic_ids"))
-    # One collect for both: key rows (topic null) and count rows (group null).
-    union = None
-    for p in touched_parts:
-        p = p.select(*KEYS, F.lit(None).cast("string").alias("topic"), F.lit(None).cast("int").alias("seen"),
-                     F.lit(None).cast("int").alias("stored")).distinct()
-        union = p if union is None else union.unionByName(p)
-    if inc_counts is not None:
-        c = inc_counts.select("cluster", F.lit(None).cast("string").alias("group_id"), "topic", "seen", "stored")
-        union = c if union is None else union.unionByName(c)
+    # One aggregation (one shuffle) over every added row gives both the groups with new
+    # history (rows with a group) and the increment's partition counts (rows with a topic).
+    # topic_ids rows are a cluster's topic metadata, not a group's history.
+    # target_assignments is rebuilt whole from the epoch/delta tables; all of it is few rows
+    # (KIP-848 records), so its counts are read whole when those tables changed.
+    parts = []
+    null_s, null_i = F.lit(None).cast("string"), F.lit(None).cast("int")
+    for t in changed:
+        if t != "topic_ids":
+            parts.append(added[t].select(*KEYS, null_s.alias("topic"), null_i.alias("seen"), null_i.alias("stored")))
+    counted = {"member_assignments": added.get("member_assignments"), "offset_commits": added.get("offset_commits")}
+    if any(t in added for t in ("target_assignment_epochs", "target_assignment_member_deltas")):
+        counted["target_assignments"] = inp.target_assignments
+    for df in counted.values():
+        if df is not None:
+            parts.append(df.where(F.col("topic").isNotNull()).select(
+                "cluster", null_s.alias("group_id"), "topic", (F.col("partition") + 1).cast("int").alias("seen"),
+                null_i.alias("stored")))
+    if "topic_ids" in added:
+        parts.append(added["topic_ids"].where(F.col("num_partitions").isNotNull()).select(
+            "cluster", null_s.alias("group_id"), "topic", null_i.alias("seen"),
+            F.col("num_partitions").cast("int").alias("stored")))
     touched: set[tuple[str, str]] = set()
     increment: dict = {}
-    for r in (union.collect() if union is not None else []):
-        if r["topic"] is None:
-            if r["group_id"] is not None:
-                touched.add((r["cluster"], r["group_id"]))
-        else:
-            increment.setdefault(r["cluster"], {})[r["topic"]] = (r["seen"], r["stored"])
+    if parts:
+        union = parts[0]
+        for p in parts[1:]:
+            union = union.unionByName(p)
+        agg = union.groupBy("cluster", "group_id", "topic").agg(F.max("seen").alias("seen"), F.max("stored").alias("stored"))
+        for r in agg.collect():
+            if r["topic"] is None:
+                if r["group_id"] is not None:
+                    touched.add((r["cluster"], r["group_id"]))
+            else:
+                increment.setdefault(r["cluster"], {})[r["topic"]] = (r["seen"], r["stored"])
     old = _read_counts(lake)
     counts = merge_counts(old, increment)
     full_clusters = sorted(c for c in counts if counts[c] != old.get(c))
@@ -175,14 +186,18 @@ def _increment(lake, inp: WhatifInputs, assignors: list[str], positions: dict[st
     acc = _counter(spark)
     combined = replay_table(inp, assignors, counts, keep=keep, wanted=wanted, counter=acc).cache()
     episodes, summary = split(combined)
-    keys = spark.createDataFrame(sorted(touched), "cluster string, group_id string")
-    if full_clusters:
-        keys = keys.unionByName(combined.select(*KEYS))
-    keys = keys.distinct().cache()
+    # The keys whose rows are replaced, known on the driver: the touched groups, and for a
+    # cluster replayed whole, every group it has rows of (a group with any history has).
+    key_set = set(touched)
+    if full_clusters and lake.exists("whatif_summary"):
+        import pyarrow.dataset as ds
+
+        old_keys = lake.read_arrow("whatif_summary", columns=KEYS, filter=ds.field("cluster").isin(full_clusters))
+        key_set |= set(zip(old_keys.column("cluster").to_pylist(), old_keys.column("group_id").to_pylist()))
+    keys = spark.createDataFrame(sorted(key_set), "cluster string, group_id string")
     for name, df in (("whatif_episodes", episodes), ("whatif_summary", summary)):
         lake.replace_rows(name, df, keys, KEYS, partition_by=["cluster"], app_transactions=positions)
     combined.unpersist()
-    keys.unpersist()
     _write_counts(lake, counts, positions)
     rows = {"whatif_episodes": acc[0].value, "whatif_summary": acc[1].value}
     groups = None if full_clusters else len(touched)

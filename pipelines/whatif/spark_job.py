@@ -1,10 +1,15 @@
 """What-if replay over every group, distributed with Spark.
 
-`history_rows(inputs)` turns the silver tables into one row per (group, step, member,
-partition); `whatif_tables(inputs, assignors)` groups them by (cluster, group_id,
-incarnation, kind) and runs the Python assignors on the executors (`applyInArrow`), one
-group per call: nothing per group runs on the driver. `update_whatif(lake, ...)` writes
-`whatif_episodes` and `whatif_summary` (replacing each cluster's rows).
+`raw_rows(inputs)` projects every silver row the replay needs into one tagged table;
+`whatif_tables(inputs, assignors)` groups it by (cluster, group_id) in ONE shuffle and runs,
+per group on the executors (`applyInArrow`), the assembly of its history (`assemble`), the
+Python assignors and the summary: nothing per group runs on the driver, and a run costs a
+handful of Spark jobs whatever the number of groups. `update_whatif(lake, ...)` keeps
+`whatif_episodes` and `whatif_summary` up to date incrementally (`incremental`).
+
+`history_rows(inputs)` is the same history as Spark joins (one row per group, step, member,
+partition): the reference the per-group assembly is tested against, and a way to inspect a
+history with Spark.
 
 Episode durations: gold `rebalance_episodes.duration_ms` where that table is given; else the
 coordinator's "Preparing to rebalance" line (silver `coordinator_events`) up to the
