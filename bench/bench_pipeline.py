@@ -70,8 +70,9 @@ def proc_tree_rss(pid: int) -> int:
     return total
 
 
-def timed_run(cmd: list[str], outcome: dict | None = None) -> tuple[float, int]:
-    """(wall seconds, peak tree RSS bytes) of a command; raises if it fails.
+def timed_run(cmd: list[str], outcome: dict | None = None, stderr_log: Path | None = None) -> tuple[float, int]:
+    """(wall seconds, peak tree RSS bytes) of a command; raises if it fails. Its whole stderr
+    (Spark's and Dagster's logs) is kept in `stderr_log` when given.
 
     A `run` whose pipeline completed but whose blocking quality checks failed exits 1: that
     is a finding about the data, recorded in `outcome["checks"]`, not a failed benchmark."""
@@ -91,13 +92,16 @@ def timed_run(cmd: list[str], outcome: dict | None = None) -> tuple[float, int]:
     done.set()
     th.join()
     wall = time.perf_counter() - t0
+    if stderr_log is not None:
+        stderr_log.write_text(err)
     summary = [line for line in out.splitlines() if "checks passed" in line]
     if outcome is not None and summary:
         outcome["checks"] = summary[-1].strip()
     if proc.returncode == 1 and summary and "blocking" in err:
         return wall, peak[0]
     if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd[:3])} failed ({proc.returncode}): {err.strip()[-800:]}")
+        where = f" (whole stderr: {stderr_log})" if stderr_log else ""
+        raise RuntimeError(f"{' '.join(cmd[:3])} failed ({proc.returncode}){where}: {err.strip()[-800:]}")
     return wall, peak[0]
 
 
@@ -167,7 +171,7 @@ def bench_size(name: str, work: Path, skip_pipeline: bool, res: dict, save=lambd
     if skip_pipeline:
         res.update(pipeline_s=None, peak_rss_mb=None, incremental_s=None)
         return res
-    wall, peak = timed_run(run_cmd(lake, data), res)
+    wall, peak = timed_run(run_cmd(lake, data), res, work / name / "run-full.stderr")
     res["pipeline_s"] = round(wall, 1)
     res["peak_rss_mb"] = round(peak / 2**20)
     print(f"[{name}] pipeline {wall:.1f}s, peak RSS {res['peak_rss_mb']} MB", file=sys.stderr)
@@ -177,8 +181,8 @@ def bench_size(name: str, work: Path, skip_pipeline: bool, res: dict, save=lambd
     extra_params = {**params, "groups": max(1, params["groups"] // 100), "seed": params["seed"] + 1,
                     "group_prefix": "extra-group"}
     simulate(SimConfig(out=str(extra), **extra_params))
-    fixed, _ = timed_run(run_cmd(lake))           # nothing new: the fixed start-up cost
-    inc, _ = timed_run(run_cmd(lake, extra) + ["--cluster", "bench-extra"])
+    fixed, _ = timed_run(run_cmd(lake), None, work / name / "run-fixed.stderr")         # nothing new: the fixed start-up cost
+    inc, _ = timed_run(run_cmd(lake, extra) + ["--cluster", "bench-extra"], None, work / name / "run-increment.stderr")
     res["startup_s"] = round(fixed, 1)
     res["incremental_s"] = round(max(0.0, inc - fixed), 1)
     print(f"[{name}] incremental {res['incremental_s']}s (+{fixed:.1f}s fixed start-up)", file=sys.stderr)
@@ -191,7 +195,10 @@ def bench_size(name: str, work: Path, skip_pipeline: bool, res: dict, save=lambd
 def whatif_throughput(lake: Path) -> dict:
     """A full what-if rebuild of the lake, timed in a process of its own (one SparkContext each)."""
     out = subprocess.run([sys.executable, str(ROOT / "bench" / "bench_whatif.py"), "--groups", "1",
-                          "--generations", "1", "--lake", str(lake)], capture_output=True, text=True, check=True)
+                          "--generations", "1", "--lake", str(lake)], capture_output=True, text=True)
+    if out.returncode != 0:
+        # Show why: a bare CalledProcessError would hide the child's stderr.
+        raise RuntimeError(f"bench_whatif.py exited {out.returncode}:\n{out.stderr[-4000:]}")
     figures = json.loads(out.stdout.strip().splitlines()[-1])
     return {"whatif_assignments_per_s": figures["whatif_assignments_per_s"], "whatif_s": figures["whatif_s"],
             "whatif_assignments": figures["whatif_assignments"]}

@@ -7,6 +7,7 @@ The component benchmarks (decode, parse-logs, assignors) print their own figures
 """
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -15,7 +16,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
-def main() -> int:
+def main(argv=None) -> int:
+    # No options of its own beyond --help: the sizes come from BENCH_SIZES so that `make bench`
+    # stays one command; bench_pipeline.py takes the detailed options.
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args(argv)
     sizes = os.environ.get("BENCH_SIZES", "small,medium")
     steps = [["bench_pipeline.py", "--sizes", sizes]]
     for extra in ("bench_decode.py", "bench_parse_logs.py", "bench_assignors.py"):

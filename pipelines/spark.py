@@ -10,6 +10,7 @@ on are set in one place:
 * Few shuffle partitions in local mode: the default 200 turns every small aggregation into
   200 tiny tasks.
 * Log level WARN: Spark's INFO chatter would bury the command's own output.
+* In local mode, a driver heap sized to the machine (see `_driver_memory`).
 
 Spark allows one active SparkSession per process; `getOrCreate` returns the running one,
 so the master and config of the first call win.
@@ -21,6 +22,23 @@ import sys
 
 DEFAULT_MASTER = "local[*]"
 MASTER_ENV = "REBALANCE_AUDIT_SPARK_MASTER"
+DRIVER_MEMORY_ENV = "REBALANCE_AUDIT_SPARK_DRIVER_MEMORY"
+
+
+def _driver_memory(master: str) -> str | None:
+    """Heap of the driver JVM: $REBALANCE_AUDIT_SPARK_DRIVER_MEMORY (e.g. "8g"), else, in local
+    mode, where the driver is also the only executor, a quarter of the machine's memory
+    (1-16 GB). Spark's default of 1 GB runs out at ~10 M records and the JVM then dies
+    in the middle of a job. On a cluster, Spark's own setting (spark-defaults.conf) stands."""
+    if os.environ.get(DRIVER_MEMORY_ENV):
+        return os.environ[DRIVER_MEMORY_ENV]
+    if not master.startswith("local"):
+        return None
+    try:
+        total_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
+    except (ValueError, OSError):
+        return None
+    return f"{max(1024, min(16384, total_mb // 4))}m"
 
 
 def _local_cores(master: str) -> int:
@@ -50,6 +68,8 @@ def get_spark(master: str | None = None, app_name: str = "rebalance-audit", conf
 
     settings = {
         "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+        # Read when the JVM starts, so only the process's first session applies it.
+        "spark.driver.memory": _driver_memory(master),
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": str(2 * _local_cores(master)) if master.startswith("local") else "200",
         "spark.default.parallelism": str(2 * _local_cores(master)) if master.startswith("local") else None,
