@@ -31,6 +31,26 @@ class UsageError(Exception):
     """Bad usage discovered after parsing (exit code 2)."""
 
 
+def positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return v
+
+
+def positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError("must be greater than 0")
+    return v
+
+
 def add_common_options(parser: argparse.ArgumentParser) -> None:
     """Options every lake-facing command shares (SPEC: "Common options")."""
     parser.add_argument(

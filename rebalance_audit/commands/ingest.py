@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from rebalance_audit.cli import UsageError, add_common_options
+from rebalance_audit.cli import UsageError, add_common_options, positive_float, positive_int
 
 
 def register(subparsers) -> None:
@@ -39,11 +39,11 @@ def register(subparsers) -> None:
                    help="librdkafka property (repeatable), e.g. -X security.protocol=SASL_SSL")
     k.add_argument("--properties", metavar="FILE", help="librdkafka properties file (key=value lines)")
     k.add_argument("--bootstrap-servers", metavar="HOST:PORT,...", help="same as -X bootstrap.servers=...")
-    k.add_argument("--max-records", type=_positive_int, metavar="N", help="stop after N records")
-    k.add_argument("--max-seconds", type=_positive_float, metavar="S", help="stop after S seconds")
-    k.add_argument("--timeout", type=_positive_float, default=30.0, metavar="S",
+    k.add_argument("--max-records", type=positive_int, metavar="N", help="stop after N records")
+    k.add_argument("--max-seconds", type=positive_float, metavar="S", help="stop after S seconds")
+    k.add_argument("--timeout", type=positive_float, default=30.0, metavar="S",
                    help="give up when the cluster cannot be reached, or sends nothing, for S seconds (default 30)")
-    k.add_argument("--commit-every", type=_positive_int, default=50_000, metavar="N",
+    k.add_argument("--commit-every", type=positive_int, default=50_000, metavar="N",
                    help="records per Delta commit (default 50000)")
     k.add_argument("--no-end-offsets", action="store_true", help="do not sample partition end offsets")
     k.set_defaults(func=run_kafka)
@@ -78,26 +78,6 @@ def register(subparsers) -> None:
 
 def _cluster(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cluster", default="default", help="cluster name stored with every row (default: default)")
-
-
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return v
-
-
-def _positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not v > 0:
-        raise argparse.ArgumentTypeError("must be greater than 0")
-    return v
 
 
 def _lake(args):

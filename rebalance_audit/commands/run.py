@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from rebalance_audit.cli import UsageError, add_common_options
+from rebalance_audit.cli import UsageError, add_common_options, positive_float
 
 
 def register(subparsers) -> None:
@@ -39,6 +39,9 @@ def register(subparsers) -> None:
     p.add_argument("-X", dest="props", action="append", default=[], metavar="KEY=VALUE",
                    help="librdkafka property for live ingestion (repeatable)")
     p.add_argument("--properties", metavar="FILE", help="librdkafka properties file for live ingestion")
+    p.add_argument("--timeout", type=positive_float, default=30.0, metavar="S",
+                   help="live ingestion: give up when the cluster cannot be reached, or sends nothing, for S seconds "
+                        "(default 30)")
     p.add_argument("--kafka-version", metavar="X.Y", help="Kafka version deciding ambiguous record layouts")
     p.add_argument("--skip-checks", action="store_true",
                    help="do not run the data-quality checks (faster; nothing then guards downstream tables)")
@@ -80,7 +83,8 @@ def build_resources(args: argparse.Namespace) -> dict:
         "spark": SparkResource(master=args.spark_master),
         "sources": SourcesResource(cluster=args.cluster, segment_paths=list(args.segments),
                                    log_paths=list(args.logs), log_tz=args.tz, kafka_version=args.kafka_version),
-        "kafka": KafkaResource(bootstrap_servers=bootstrap, properties=props, properties_file=args.properties),
+        "kafka": KafkaResource(bootstrap_servers=bootstrap, properties=props, properties_file=args.properties,
+                               timeout_seconds=args.timeout),
     }
 
 
