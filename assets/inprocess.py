@@ -39,6 +39,8 @@ class CheckOutcome:
     violations: int        # offending keys over the failed expectations (exact counts)
     failed: dict[str, int]  # failed expectation -> its violations
     seconds: float | None
+    suite: str | None = None      # the Great Expectations suite that ran
+    data_docs: str | None = None  # file:// link to the rendered validation results
 
     @property
     def name(self) -> str:
@@ -161,7 +163,13 @@ def _check_outcome(e) -> CheckOutcome:
         asset=e.asset_key.to_user_string(), check=e.check_name, passed=bool(e.passed),
         severity="ERROR" if e.severity == AssetCheckSeverity.ERROR else "WARN",
         violations=sum(failed.values()), failed=failed, seconds=None if seconds is None else float(seconds),
+        suite=_text(meta, "suite"), data_docs=_text(meta, "data_docs"),
     )
+
+
+def _text(meta: Mapping, key: str) -> str | None:
+    v = _value(meta, key)
+    return None if v is None else str(v)
 
 
 def check_summary(outcome: RunOutcome) -> list[str]:

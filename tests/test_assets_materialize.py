@@ -134,6 +134,18 @@ def test_quality_checks_run_with_the_assets_and_pass(materialized):
         # Every check step ran and took time; the figures a run prints come from them.
         steps = {c.node_def.name for c in ALL_CHECKS}
         assert steps <= set(run.step_seconds) and run.check_seconds > 0 and run.asset_seconds > 0
+        # Metadata: the suite that ran, and a link to the data docs.
+        gens = next(c for c in run.checks if c.asset == "group_generations")
+        assert gens.suite == "silver.group_generations"
+        assert gens.data_docs.startswith("file://") and gens.data_docs.endswith("index.html")
+    lake_root = materialized[0]
+    assert (lake_root / "_quality" / "data_docs" / "index.html").is_file()
+    # One row per run, table, expectation and cluster in the quality history: both runs are kept.
+    runs = {r["run_id"] for r in DeltaTable(str(lake_root / "quality_results")).to_pyarrow_table(columns=["run_id"]).to_pylist()}
+    assert len(runs) == 2
+    # Cost: a figure for the docs, not an assertion (the machine's load varies too much).
+    print(f"\nquality check cost on {RECORDING}: checks {first.check_seconds:.1f} s, assets {first.asset_seconds:.1f} s, "
+          f"ratio {first.check_seconds / first.asset_seconds:.2f}")
 
 
 def test_missing_source_path_fails_with_the_asset_named(tmp_path):
