@@ -7,8 +7,12 @@ setup:
 demo: setup
 	.venv/bin/rebalance-audit demo
 
+# Two pytest-xdist workers (TEST_WORKERS): many tests wait on JVMs, brokers and subprocesses,
+# so two processes keep two cores busy. --dist loadscope keeps each module on one worker, so
+# a module-scoped fixture (a materialized lake, a broker) is built once.
+TEST_WORKERS ?= 2
 test: setup
-	.venv/bin/python -m pytest
+	.venv/bin/python -m pytest -n $(TEST_WORKERS) --dist loadscope
 
 bench: setup
 	.venv/bin/python bench/run_all.py
