@@ -294,3 +294,38 @@ def test_update_gold_twice_is_identical(segments_lake, gold, gold_run):
         rows = segments_lake.read_arrow(t).to_pylist()
         assert sorted(map(repr, rows)) == sorted(map(repr, gold.rows[t])), t
         assert {r["cluster"] for r in rows} <= set(SCENARIOS)
+
+
+def test_a_broker_clock_a_little_ahead_gives_no_negative_durations(segments_lake, gold, spark):  # noqa: F811
+    """The coordinator's log and the records come from two clocks. With crash_autocommit's
+    server.log moved just past its shortest rebalance (a broker clock a few ms ahead), that
+    rebalance starts when it completes (duration 0) instead of ending before it began; every
+    other logged start moves by the skew."""
+    from pipelines.gold import GoldInputs
+    from pipelines.gold.episodes import CLOCK_SKEW_TOLERANCE_MS
+
+    scenario = "crash_autocommit"
+    before = [r for r in gold.of("rebalance_episodes", scenario)
+              if r["start_source"] == "log" and r["duration_ms"] is not None]
+    shortest = min(r["duration_ms"] for r in before)
+    skew = shortest + 3
+    assert skew <= CLOCK_SKEW_TOLERANCE_MS
+    inputs = {}
+    for name, df in vars(runner.read_inputs(segments_lake)).items():
+        if df is None or "cluster" not in df.columns:
+            continue
+        df = df.where(F.col("cluster") == scenario)
+        inputs[name] = df.withColumn("ts", F.col("ts") + skew) if name == "coordinator_events" else df
+    inputs.pop("partition_end_offsets", None)
+    inputs["cluster_settings"] = settings.to_spark(spark, [recording_settings(scenario)])
+    after = {(r["group_id"], r["to_generation"]): r.asDict()
+             for r in build_all(GoldInputs(**inputs), PARAMS)["rebalance_episodes"].collect()}
+    assert all(r["duration_ms"] is None or r["duration_ms"] >= 0 for r in after.values())
+    # Spark collects naive local datetimes, delta-rs gives UTC ones: compare instants.
+    for r in before:
+        a = after[(r["group_id"], r["to_generation"])]
+        assert a["completed_at"].timestamp() == r["completed_at"].timestamp()
+        if r["duration_ms"] < skew:   # the skew would have put the start after the completion
+            assert (a["started_at"].timestamp(), a["duration_ms"]) == (r["completed_at"].timestamp(), 0)
+        else:
+            assert a["duration_ms"] == r["duration_ms"] - skew
