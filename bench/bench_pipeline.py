@@ -72,7 +72,7 @@ def proc_tree_rss(pid: int) -> int:
 
 def timed_run(cmd: list[str], outcome: dict | None = None, stderr_log: Path | None = None) -> tuple[float, int]:
     """(wall seconds, peak tree RSS bytes) of a command; raises if it fails. Its whole stderr
-    (Spark's and Dagster's logs) is kept in `stderr_log` when given.
+    (Spark's and Dagster's logs) is kept in `stderr_log` when given, its stdout beside it.
 
     A `run` whose pipeline completed but whose blocking quality checks failed exits 1: that
     is a finding about the data, recorded in `outcome["checks"]`, not a failed benchmark."""
@@ -94,6 +94,7 @@ def timed_run(cmd: list[str], outcome: dict | None = None, stderr_log: Path | No
     wall = time.perf_counter() - t0
     if stderr_log is not None:
         stderr_log.write_text(err)
+        stderr_log.with_suffix(".stdout").write_text(out)  # the tables and the checks' summary
     summary = [line for line in out.splitlines() if "checks passed" in line]
     if outcome is not None and summary:
         outcome["checks"] = summary[-1].strip()
