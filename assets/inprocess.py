@@ -61,6 +61,9 @@ class RunOutcome:
     not_materialized: list[str]  # assets skipped because a blocking check upstream failed
     step_seconds: dict[str, float]  # wall time of each step that ran (asset and check steps)
     check_steps: frozenset[str] = frozenset()
+    # The Spark JVM's start, taken out of the step that happened to pay it (the first one to
+    # need Spark): a cost of the run, not of that step.
+    startup_seconds: float = 0.0
 
     @property
     def check_seconds(self) -> float:
@@ -138,12 +141,16 @@ def materialize_all(resources: Mapping[str, object], ingest: Mapping | None = No
     if missing and not any(c.blocking_failure for c in evaluations):
         # Not materialized and no blocking check to explain it: report it, never hide it.
         raise MaterializeError(f"assets not materialized: {', '.join(missing)}")
-    return RunOutcome(tables, evaluations, missing, _step_seconds(instance, result.run_id), frozenset(check_steps))
+    steps, startup = _step_seconds(instance, result.run_id)
+    return RunOutcome(tables, evaluations, missing, steps, frozenset(check_steps), startup)
 
 
-def _step_seconds(instance, run_id: str) -> dict[str, float]:
-    """Each step's wall time, from its start to its success or failure event."""
-    start, out = {}, {}
+def _step_seconds(instance, run_id: str) -> tuple[dict[str, float], float]:
+    """Each step's wall time, from its start to its success or failure event, and the
+    seconds of the Spark start-up taken out of the step during which it happened."""
+    from pipelines.spark import startup
+
+    start, out, spans = {}, {}, {}
     for entry in instance.all_logs(run_id):
         e = entry.dagster_event
         if e is None:
@@ -152,7 +159,15 @@ def _step_seconds(instance, run_id: str) -> dict[str, float]:
             start[e.step_key] = entry.timestamp
         elif e.event_type in (DagsterEventType.STEP_SUCCESS, DagsterEventType.STEP_FAILURE) and e.step_key in start:
             out[e.step_key] = entry.timestamp - start[e.step_key]
-    return out
+            spans[e.step_key] = (start[e.step_key], entry.timestamp)
+    jvm = startup()
+    if jvm is not None:
+        at, seconds = jvm
+        for step, (t0, t1) in spans.items():
+            if t0 <= at <= t1:
+                out[step] = max(0.0, out[step] - seconds)
+                return out, seconds
+    return out, 0.0
 
 
 def _check_outcome(e) -> CheckOutcome:
@@ -183,8 +198,20 @@ def check_summary(outcome: RunOutcome) -> list[str]:
         lines.append(f"check {c.name} {'FAILED' if c.blocking_failure else 'WARNING'} [{c.severity}]: "
                      f"{c.violations:,} offending key(s): {what}")
     lines.append(f"{len(outcome.passed)} checks passed, {len(outcome.warnings)} warnings, {len(outcome.blocked)} failed "
-                 f"(checks {outcome.check_seconds:.1f} s, assets {outcome.asset_seconds:.1f} s)")
+                 f"(checks {outcome.check_seconds:.1f} s, assets {outcome.asset_seconds:.1f} s, "
+                 f"Spark start-up {outcome.startup_seconds:.1f} s)")
     return lines
+
+
+def step_timings(outcome: RunOutcome) -> str:
+    """Where the run's wall time went: one line per step, slowest first, checks marked."""
+    lines = ["step seconds:"]
+    for step, secs in sorted(outcome.step_seconds.items(), key=lambda kv: -kv[1]):
+        kind = "check" if step in outcome.check_steps else "asset"
+        lines.append(f"  {secs:8.1f}  {kind:<5}  {step}")
+    if outcome.startup_seconds:
+        lines.append(f"  {outcome.startup_seconds:8.1f}  start  Spark (JVM) start-up, taken out of the step that paid it")
+    return "\n".join(lines)
 
 
 def blocked_message(outcome: RunOutcome) -> str | None:

@@ -24,15 +24,16 @@ REPORT_DEPS = [*GOLD_TABLES, "whatif_summary", "offset_commits"]
 def sre_report(context: AssetExecutionContext, lake: LakeResource, spark: SparkResource) -> MaterializeResult:
     from dashboards.report import default_out_dir, write_report
 
-    target = lake.lake(spark.session())
+    target = lake.lake(spark.session)  # Spark starts only if the report must be rewritten
     result = write_report(target, default_out_dir(target.root).resolve())
-    context.log.info(f"report written to {result.index}")
+    context.log.info(f"report {'kept (inputs unchanged)' if result.unchanged else 'written'}: {result.index}")
     return MaterializeResult(metadata={
         "report": MetadataValue.url(result.index.as_uri()),
         "report_path": MetadataValue.path(str(result.index)),
         "groups": MetadataValue.int(result.groups),
         "overview_pages": MetadataValue.int(result.overview_pages),
         "not_computed": MetadataValue.text(", ".join(result.missing_tables) or "(none)"),
+        "unchanged": MetadataValue.bool(result.unchanged),
     })
 
 

@@ -98,7 +98,7 @@ def main() -> int:
     sc = spark.sparkContext
     sc.setJobGroup("bench-dashboards-report", "write_report")
     t0 = time.monotonic()
-    report = write_report(big, args.out / f"report-{tag}")
+    report = write_report(big, args.out / f"report-{tag}", force=True)
     report_s = time.monotonic() - t0
     spark_jobs = len(sc.statusTracker().getJobIdsForGroup("bench-dashboards-report"))
     sc.setJobGroup("bench-dashboards-other", "bench")

@@ -127,7 +127,7 @@ def parse_rate(root: Path) -> tuple[int, float]:
 
 def run_cmd(lake: Path, *paths: Path) -> list[str]:
     exe = str(ROOT / ".venv" / "bin" / "rebalance-audit")
-    cmd = [exe, "run", "--lake", str(lake), "--spark-master", "local[2]"]
+    cmd = [exe, "run", "--lake", str(lake), "--spark-master", "local[2]", "--timings"]
     if paths:
         cmd += ["--segments", *map(str, paths), "--logs", *map(str, paths)]
     return cmd

@@ -14,9 +14,16 @@ and brings only its bounded result to the driver as Arrow; pages are then render
 group at a time from those tables (rows are decoded per group). Group pages left over
 from an earlier run (a group no longer in the lake) are removed; the index is written
 last, so a reader who opens it sees a finished report.
+
+A report is a function of the lake tables it reads: `.inputs.json` beside the index keeps
+their Delta versions (and the page settings), and a run that finds them unchanged keeps
+the report as it is without starting a Spark job (a scheduled run on a quiet cluster).
+Bump `REPORT_FORMAT` when the pages change, so existing reports are rewritten.
 """
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -25,12 +32,14 @@ from pathlib import Path
 from plotly.offline import get_plotlyjs
 
 from dashboards import figures, group_page
-from dashboards.data import Caps, LakeTables, ReportData, load
+from dashboards.data import GOLD, SILVER, WHATIF, Caps, LakeTables, ReportData, load
 from dashboards.pages import CSS, NOT_COMPUTED, cards, figure_html, fmt_duration, fmt_int, page, pager, table
 from dashboards.safe import page_name, text
 
 GROUPS_DIR = "groups"
 TOP_GROUPS = 25
+INPUTS_FILE = ".inputs.json"
+REPORT_FORMAT = 1
 
 
 @dataclass
@@ -41,6 +50,7 @@ class ReportResult:
     overview_pages: int
     missing_tables: list[str] = field(default_factory=list)
     driver_rows: dict[str, int] = field(default_factory=dict)  # rows each query brought to the driver
+    unchanged: bool = False  # the lake tables were as at the last report: kept as it was
 
 
 REPORT_DIR_ENV = "REBALANCE_AUDIT_REPORT_DIR"
@@ -79,10 +89,36 @@ def _static(out: Path) -> None:
     _write(out / "report.css", CSS)
 
 
-def write_report(lake, out_dir: str | os.PathLike, page_size: int = 100, caps: Caps = Caps()) -> ReportResult:
+def _inputs(lake, page_size: int, caps: Caps) -> dict:
+    """What a report is made of: its tables' Delta versions (-1: absent) and its settings."""
+    return {"format": REPORT_FORMAT, "page_size": page_size, "caps": dataclasses.asdict(caps),
+            "tables": {n: (lake.version(n) if lake.exists(n) else -1) for n in (*SILVER, *GOLD, *WHATIF)}}
+
+
+def _unchanged(out: Path, inputs: dict) -> ReportResult | None:
+    """The report in `out` when it was written from exactly `inputs`, else None."""
+    try:
+        kept = json.loads((out / INPUTS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    index = out / overview_name(1)
+    if kept.get("inputs") != inputs or not index.is_file():
+        return None
+    return ReportResult(out, index, kept["groups"], kept["overview_pages"], kept["missing_tables"], unchanged=True)
+
+
+def write_report(lake, out_dir: str | os.PathLike, page_size: int = 100, caps: Caps = Caps(),
+                 force: bool = False) -> ReportResult:
+    """Write the report of `lake` into `out_dir`; kept as it is when its inputs did not
+    change since it was written (`force` rewrites it anyway)."""
     if page_size < 1:
         raise ValueError("page_size must be at least 1")
     out = Path(out_dir)
+    inputs = _inputs(lake, page_size, caps)
+    if not force:
+        kept = _unchanged(out, inputs)
+        if kept is not None:
+            return kept
     (out / GROUPS_DIR).mkdir(parents=True, exist_ok=True)
     _static(out)
     tables = LakeTables.read(lake)
@@ -99,6 +135,10 @@ def write_report(lake, out_dir: str | os.PathLike, page_size: int = 100, caps: C
             stale.unlink()
     result = _write_overview(out, tables, data, page_size, lake, len(written))
     result.driver_rows = data.driver_rows()
+    # Written last: a crash before this leaves a report that the next run rewrites.
+    _write(out / INPUTS_FILE, json.dumps({"inputs": inputs, "groups": result.groups,
+                                          "overview_pages": result.overview_pages,
+                                          "missing_tables": sorted(result.missing_tables)}, sort_keys=True))
     return result
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 DEFAULT_MASTER = "local[*]"
 MASTER_ENV = "REBALANCE_AUDIT_SPARK_MASTER"
@@ -86,6 +87,21 @@ def get_spark(master: str | None = None, app_name: str = "rebalance-audit", conf
     for key, value in settings.items():
         if value is not None:
             builder = builder.config(key, value)
+    from pyspark import SparkContext
+
+    started = time.time() if SparkContext._active_spark_context is None else None
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    if started is not None:
+        global _started
+        _started = (started, time.time() - started)
     return spark
+
+
+_started: tuple[float, float] | None = None
+
+
+def startup() -> tuple[float, float] | None:
+    """(epoch seconds, seconds taken) of this process's SparkContext start (the JVM), or None
+    if none was started here: a run reports it apart from the step that happened to pay it."""
+    return _started

@@ -77,7 +77,7 @@ def _quarantine_rate(q: DataFrame, ctx: Context) -> DataFrame | None:
 QUARANTINE = Suite("quarantine", "bronze", (
     Invariant("quarantine_rate_under_limit",
               f"at most {QUARANTINE_RATE_MAX:.0%} of a cluster's inputs are quarantined", WARN, ("cluster",),
-              _quarantine_rate),
+              _quarantine_rate, scope=("cluster",), reads=("offsets_records", "coordinator_log_lines")),
     null_check("quarantine_has_reason", ("reason", "source", "source_key"), ["cluster", "source_key"],
                description="every quarantined input says where it came from and why"),
 ))

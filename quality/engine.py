@@ -25,6 +25,8 @@ import pandas as pd
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from . import incremental
+from .incremental import Checked, TableScan
 from .model import ERROR, WARN, Context, Suite, fused_row_violations
 
 SAMPLE = 20
@@ -60,6 +62,8 @@ class SuiteOutcome:
     seconds: float
     clusters: list[str] = field(default_factory=list)
     ge_result: object | None = None
+    checked: str = incremental.FULL              # how: full, incremental since vN, unchanged since vN, empty
+    positions: dict[str, int] = field(default_factory=dict)  # app transactions recording this check
 
     @property
     def success(self) -> bool:
@@ -101,33 +105,45 @@ def _clusters(lake, name: str) -> list[str]:
     return sorted({c for c in actions.column(col).to_pylist() if c is not None})
 
 
-def violation_plan(df: DataFrame, suite: Suite, ctx: Context) -> tuple[DataFrame | None, dict[str, str]]:
+def violation_plan(df: DataFrame | None, suite: Suite, ctx: Context,
+                   scan: TableScan | None = None) -> tuple[DataFrame | None, dict[str, str]]:
     """The lazy union of every invariant's violations of one table: (invariant, cluster, key, detail).
+    With `scan`, each invariant looks only at the rows it says can have changed (see
+    quality.incremental); without, at the whole `df`.
 
     Returns (plan or None, notes); notes maps an invariant that could not be evaluated to the reason.
     """
-    have = set(df.columns)
+    have = set(scan.columns if scan is not None else df.columns)
     parts, notes, rowwise = [], {}, []
-    spark = df.sparkSession
+    row_frame = df
     for inv in suite.invariants:
         missing = [c for c in (*inv.columns, "cluster") if c not in have]
         if missing:
             # The table does not have the columns the claim is about: that is a failure of
             # the table's contract, reported as a violation keyed by the missing columns.
+            spark = ctx.lake.spark if ctx.lake is not None else df.sparkSession
             parts.append(spark.createDataFrame(
                 [(None, json.dumps({"missing_columns": sorted(set(missing))}), "table lacks column(s) " + ", ".join(sorted(set(missing))))],
                 "cluster string, key string, detail string").withColumn("invariant", F.lit(inv.name)))
             continue
+        frame = df if scan is None else scan.frame(inv)
+        if frame is None:
+            # Nothing it looks at changed (or the table is empty): no new violation is
+            # possible. An invariant whose input is absent stays "not evaluated".
+            if inv.needs and scan is not None and any(scan.reads.get(t, -1) < 0 for t in inv.reads):
+                notes[inv.name] = f"needs {inv.needs}"
+            continue
         if inv.row is not None:
             rowwise.append(inv)
+            row_frame = frame  # row-level invariants read no other table: one frame for all
             continue
-        v = inv.violations(df, ctx)
+        v = inv.violations(frame, ctx)
         if v is None:
             notes[inv.name] = f"needs {inv.needs}" if inv.needs else "not applicable"
             continue
         parts.append(v.withColumn("invariant", F.lit(inv.name)))
     if rowwise:
-        parts.append(fused_row_violations(df, rowwise))
+        parts.append(fused_row_violations(row_frame, rowwise))
     if not parts:
         return None, notes
     return reduce(DataFrame.unionByName, parts).select("invariant", "cluster", "key", "detail"), notes
@@ -195,7 +211,7 @@ def _failing_keys(ge_result) -> dict[str, list[dict]]:
 
 
 def _outcome(lake, suite: Suite, gx_context, rows: list[dict], notes: dict[str, str], run_time: datetime,
-             seconds: float) -> SuiteOutcome:
+             seconds: float, scan: TableScan, suite_fp: int) -> SuiteOutcome:
     """GE validation of one table's collected violations, and the outcome per expectation."""
     t0 = time.monotonic()
     ge_result = gx_context.validate(suite, violations_frame(suite, rows), run_time=run_time)
@@ -214,20 +230,26 @@ def _outcome(lake, suite: Suite, gx_context, rows: list[dict], notes: dict[str, 
             failing_keys=keys.get(inv.name, []), by_cluster=by_cluster,
             evaluated=inv.name not in notes, note=notes.get(inv.name) or schema_note,
         ))
-    return SuiteOutcome(suite.name, suite.table, suite.layer, True, exps, run_time,
-                        seconds + time.monotonic() - t0, clusters=_clusters(lake, suite.table), ge_result=ge_result)
+    out = SuiteOutcome(suite.name, suite.table, suite.layer, True, exps, run_time,
+                       seconds + time.monotonic() - t0, clusters=_clusters(lake, suite.table), ge_result=ge_result,
+                       checked=scan.describe)
+    out.positions = incremental.positions(suite.table, out.success, scan.version, suite_fp, scan.reads)
+    return out
 
 
 def _absent(suite: Suite, run_time: datetime) -> SuiteOutcome:
     exps = [ExpectationOutcome(i.name, i.description, i.severity, True, 0, evaluated=False, note="table absent")
             for i in suite.invariants]
-    return SuiteOutcome(suite.name, suite.table, suite.layer, False, exps, run_time, 0.0)
+    return SuiteOutcome(suite.name, suite.table, suite.layer, False, exps, run_time, 0.0, checked="absent")
 
 
 def run_suites(lake, suites: Iterable[Suite], gx_context, params: Mapping[str, float] | None = None,
-               sample: int = SAMPLE, timings: dict | None = None, guard=None) -> list[SuiteOutcome]:
+               sample: int = SAMPLE, timings: dict | None = None, guard=None,
+               previous: Mapping[str, Checked] | None = None) -> list[SuiteOutcome]:
     """Validate several tables of `lake` (one check step): ONE Spark job finds the violations of
     all of them, then GE validates each table's. An absent table passes as "absent".
+    `previous` (what earlier checks verified, `quality.incremental.load`) lets a table be
+    checked only where it changed; without it every table is checked whole.
 
     Each outcome's `seconds` is its own GE time plus an equal share of the shared Spark job.
     `gx_context` may be a callable returning the context (opened only after the Spark job);
@@ -237,13 +259,16 @@ def run_suites(lake, suites: Iterable[Suite], gx_context, params: Mapping[str, f
     ctx = Context(tables, dict(params or {}), lake)
     run_time = datetime.now(timezone.utc)
     t0 = time.monotonic()
-    plans, notes = {}, {}
+    plans, notes, scans, fps = {}, {}, {}, {}
     for s in suites:
-        df = tables(s.table)
-        if df is not None:
-            plan, notes[s.table] = violation_plan(df, s, ctx)
-            if plan is not None:
-                plans[s.table] = plan
+        if not lake.exists(s.table):
+            continue
+        fps[s.table] = incremental.fingerprint(s, ctx.params)
+        last = (previous or {}).get(s.table)
+        scans[s.table] = scan = incremental.plan_scan(lake, s, fps[s.table], last if previous is not None else None)
+        plan, notes[s.table] = violation_plan(None, s, ctx, scan)
+        if plan is not None:
+            plans[s.table] = plan
     found = collect_violations(plans, sample)
     present = [s for s in suites if s.table in notes]
     spark_s = time.monotonic() - t0
@@ -251,7 +276,8 @@ def run_suites(lake, suites: Iterable[Suite], gx_context, params: Mapping[str, f
     with guard() if guard is not None else contextlib.nullcontext():
         if callable(gx_context):
             gx_context = gx_context()
-        out = [_outcome(lake, s, gx_context, found.get(s.table, []), notes[s.table], run_time, share)
+        out = [_outcome(lake, s, gx_context, found.get(s.table, []), notes[s.table], run_time, share,
+                        scans[s.table], fps[s.table])
                if s.table in notes else _absent(s, run_time) for s in suites]
     if timings is not None:
         timings.update(spark=spark_s, ge=time.monotonic() - t0 - spark_s)

@@ -30,7 +30,7 @@ def _intervals_never_overlap(t: DataFrame, _ctx: Context) -> DataFrame:
 
 OWNERSHIP_INTERVALS = Suite("ownership_intervals", "gold", (
     Invariant("intervals_never_overlap", "ownership intervals of one partition never overlap", ERROR,
-              (*_TP, "member_id", "start_pos", "end_pos"), _intervals_never_overlap),
+              (*_TP, "member_id", "start_pos", "end_pos"), _intervals_never_overlap, scope=tuple(_TP)),
     row_check("interval_ends_after_start", lambda: F.col("end_pos") < F.col("start_pos"),
               [*_TP, "member_id", "start_pos"], lambda: fmt("ends at log offset %s before it starts at %s", "end_pos", "start_pos"),
               ("start_pos", "end_pos"), "an interval ends at or after where it starts"),
@@ -110,7 +110,7 @@ _ST_KEY = ["cluster", "group_id", "incarnation", "started_at"]
 REBALANCE_STORMS = Suite("rebalance_storms", "gold", (
     _window_ordered("started_at", "ended_at", _ST_KEY, "storm_span_ordered", "storm", strict=False),
     Invariant("storm_has_enough_rebalances", f"a storm holds at least K (default {STORM_MIN_REBALANCES}) rebalances",
-              WARN, ("episodes", "started_at", "incarnation", "group_id"), _storm_size),
+              WARN, ("episodes", "started_at", "incarnation", "group_id"), _storm_size, scope=()),
 ))
 
 SUITES = (OWNERSHIP_INTERVALS, COMMIT_ATTRIBUTION, DUPLICATE_WINDOWS, SKIP_WINDOWS, REBALANCE_EPISODES,

@@ -62,7 +62,7 @@ def _group_epoch_never_decreases(t: DataFrame, _ctx: Context) -> DataFrame:
 CONSUMER_GROUP_EPOCHS = Suite("consumer_group_epochs", "silver", (
     Invariant("group_epoch_never_decreases", "a KIP-848 group's epoch never decreases until the group is deleted",
               ERROR, ("group_id", "epoch", "is_deletion", "coordinator_partition", "log_offset"),
-              _group_epoch_never_decreases),
+              _group_epoch_never_decreases, scope=tuple(_GROUP)),
     row_check("group_epoch_present", lambda: ~F.col("is_deletion") & (F.col("epoch").isNull() | (F.col("epoch") < 0)),
               ["cluster", "group_id", "log_offset"], lambda: fmt("group epoch %s", "epoch"),
               ("is_deletion", "epoch"), "every group epoch record (not a tombstone) has an epoch >= 0"),
@@ -101,11 +101,12 @@ TARGET_ASSIGNMENT_EPOCHS = Suite("target_assignment_epochs", "silver", (
     Invariant("target_epoch_never_decreases",
               "a KIP-848 group's target assignment epoch never decreases until the group is deleted", ERROR,
               ("group_id", "assignment_epoch", "is_deletion", "coordinator_partition", "log_offset"),
-              _target_epoch_never_decreases),
+              _target_epoch_never_decreases, scope=tuple(_GROUP)),
     Invariant("target_epoch_within_group_epoch",
               "a target assignment epoch is at most the group epoch written before it", ERROR,
               ("group_id", "assignment_epoch", "is_deletion", "coordinator_partition", "log_offset"),
-              _target_within_group_epoch, needs="consumer_group_epochs"),
+              _target_within_group_epoch, needs="consumer_group_epochs", scope=tuple(_GROUP),
+              reads=("consumer_group_epochs",)),
     row_check("target_epoch_present",
               lambda: ~F.col("is_deletion") & (F.col("assignment_epoch").isNull() | (F.col("assignment_epoch") < 0)),
               ["cluster", "group_id", "log_offset"], lambda: fmt("assignment epoch %s", "assignment_epoch"),
@@ -139,7 +140,8 @@ TARGET_ASSIGNMENT_MEMBER_DELTAS = Suite("target_assignment_member_deltas", "silv
     Invariant("delta_followed_by_epoch",
               "every member's target (not a tombstone) is followed by a target assignment epoch record of its group",
               ERROR, ("group_id", "member_id", "is_deletion", "coordinator_partition", "log_offset"),
-              _delta_has_epoch, needs="target_assignment_epochs"),
+              _delta_has_epoch, needs="target_assignment_epochs", scope=tuple(_GROUP),
+              reads=("target_assignment_epochs",)),
     unique_check("delta_partition_once", [*_POS, "topic_id", "partition"],
                  "a member's target record lists a partition once"),
     _well_formed("delta_well_formed", _DELTA_KEY, "target"),
@@ -191,13 +193,14 @@ _CUR_COLS = ("group_id", "member_id", "is_deletion", "coordinator_partition", "l
 CURRENT_ASSIGNMENTS = Suite("current_assignments", "silver", (
     Invariant("member_epoch_never_decreases",
               "a KIP-848 member's epoch never decreases until the member is removed (tombstone)", ERROR,
-              (*_CUR_COLS, "member_epoch"), _member_epoch_never_decreases),
+              (*_CUR_COLS, "member_epoch"), _member_epoch_never_decreases, scope=tuple(_GROUP)),
     Invariant("partition_held_by_one_member",
               "no partition is in two members' current assignment (assigned or pending revocation) at one point "
-              "of the log", ERROR, (*_CUR_COLS, "topic_id", "partition"), _one_holder_at_a_time),
+              "of the log", ERROR, (*_CUR_COLS, "topic_id", "partition"), _one_holder_at_a_time, scope=tuple(_GROUP)),
     Invariant("member_epoch_within_target",
               "a member's epoch is at most the target assignment epoch written before its record", ERROR,
-              (*_CUR_COLS, "member_epoch"), _member_epoch_within_target, needs="target_assignment_epochs"),
+              (*_CUR_COLS, "member_epoch"), _member_epoch_within_target, needs="target_assignment_epochs",
+              scope=tuple(_GROUP), reads=("target_assignment_epochs",)),
     unique_check("partition_once_per_record", [*_POS, "topic_id", "partition"],
                  "a member's record lists a partition once (assigned or pending revocation, not both)"),
     row_check("member_epoch_present",
@@ -223,7 +226,8 @@ def _target_one_owner(t: DataFrame, _ctx: Context) -> DataFrame:
 TARGET_ASSIGNMENTS = Suite("target_assignments", "silver", (
     Invariant("target_partition_has_one_member",
               "a KIP-848 target assignment gives each partition to at most one member per assignment epoch", ERROR,
-              ("group_id", "assignment_epoch", "epoch_offset", "topic_id", "partition", "member_id"), _target_one_owner),
+              ("group_id", "assignment_epoch", "epoch_offset", "topic_id", "partition", "member_id"), _target_one_owner,
+              scope=("cluster", "group_id", "epoch_offset")),
     unique_check("target_row_once", ["cluster", "group_id", "epoch_offset", "member_id", "topic_id", "partition"],
                  "one row per (group, target epoch record, member, partition)"),
 ))
@@ -237,7 +241,7 @@ def _topic_one_name(t: DataFrame, _ctx: Context) -> DataFrame:
 
 TOPIC_IDS = Suite("topic_ids", "silver", (
     Invariant("topic_id_has_one_name", "a topic id names one topic in a cluster", ERROR, ("topic_id", "topic"),
-              _topic_one_name),
+              _topic_one_name, scope=("cluster", "topic_id")),
 ))
 
 SUITES = (CONSUMER_GROUP_EPOCHS, CONSUMER_GROUP_MEMBERS, TARGET_ASSIGNMENT_EPOCHS, TARGET_ASSIGNMENT_MEMBER_DELTAS,

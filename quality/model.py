@@ -52,6 +52,17 @@ class Invariant:
     # A row-level invariant also gives (condition, key columns, detail) so the engine can
     # evaluate every row-level invariant of a table in ONE pass over it instead of one each.
     row: Callable[[], tuple[Column, list[str], Column]] | None = None
+    # What an incremental check may restrict the table to (see quality.scope):
+    # None: the whole table is needed; (): each row is judged alone, so new rows suffice;
+    # (columns): the violations of one value of these columns depend only on the rows with
+    # that value (a group, a partition), so the values the new or removed rows carry suffice.
+    scope: tuple[str, ...] | None = None
+    # Other lake tables the query reads (their versions are part of what was checked).
+    reads: tuple[str, ...] = ()
+
+    @property
+    def row_local(self) -> bool:
+        return self.row is not None or self.scope == ()
 
 
 @dataclass(frozen=True)
@@ -139,4 +150,4 @@ def unique_check(name: str, key: list[str], description: str | None = None, wher
         dup = src.groupBy(*key).agg(F.count(F.lit(1)).alias("_n")).where(F.col("_n") > 1)
         return violation(dup, key, fmt("%s rows share this key", "_n"))
 
-    return Invariant(name, description or f"one row per ({', '.join(key)})", severity, tuple(key), run)
+    return Invariant(name, description or f"one row per ({', '.join(key)})", severity, tuple(key), run, scope=tuple(key))

@@ -34,6 +34,8 @@ SCHEMA = pa.schema([
     pa.field("failing_keys_sample", pa.string()),  # JSON list of key objects (with their detail)
     pa.field("check_seconds", pa.float64()),       # the whole suite's time, on every row of it
     pa.field("data_docs", pa.string()),
+    # How the table was checked: full, incremental since version N, unchanged since version N, empty.
+    pa.field("checked", pa.string()),
 ])
 
 
@@ -57,15 +59,19 @@ def result_rows(outcomes: list[SuiteOutcome], run_id: str, data_docs: str | None
                     "observed_value": e.observed if cluster is None else (
                         f"{n} violation(s)" + (f" ({e.note})" if e.note else "")),
                     "failing_keys_sample": json.dumps(keys, default=str) if keys else None,
-                    "check_seconds": o.seconds, "data_docs": data_docs,
+                    "check_seconds": o.seconds, "data_docs": data_docs, "checked": o.checked,
                 })
     return rows
 
 
 def append_results(lake, outcomes: list[SuiteOutcome], run_id: str, data_docs: str | None) -> int:
-    """Append the outcomes to the lake's quality_results table; returns the rows written."""
+    """Append the outcomes to the lake's quality_results table, with what each check verified
+    as app transactions in the same commit (quality.incremental); returns the rows written."""
     rows = result_rows(outcomes, run_id, data_docs)
     lake.create(TABLE, SCHEMA, ["cluster"], description="one quality expectation's result per run, table and cluster")
-    if rows:
-        lake.append(TABLE, pa.Table.from_pylist(rows, schema=SCHEMA))
+    positions = {k: v for o in outcomes for k, v in o.positions.items()}
+    if rows or positions:
+        # evolve: a lake written before the `checked` column gains it (older rows read null).
+        lake.append(TABLE, pa.Table.from_pylist(rows, schema=SCHEMA), app_transactions=positions or None,
+                    evolve=True)
     return len(rows)

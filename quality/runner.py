@@ -43,17 +43,25 @@ class QualityReport:
 
 def check_tables(lake, tables: Iterable[str], params: Mapping[str, float] | None = None,
                  run_id: str | None = None, folder: str | os.PathLike | None = None,
-                 record: bool = True, docs: bool = True) -> QualityReport:
-    """Validate `tables` of `lake`; append to quality_results (`record`) and render data docs (`docs`)."""
+                 record: bool = True, docs: bool = True, incremental: bool = True) -> QualityReport:
+    """Validate `tables` of `lake`; append to quality_results (`record`) and render data docs (`docs`).
+
+    With `incremental` (and `record`), a table is checked only where it changed since its last
+    passing check (quality.incremental); `incremental=False` checks every table whole."""
+    from . import incremental as inc
     from .gx import QualityContext, folder_lock
+    from .results import TABLE
 
     t0 = time.monotonic()
     folder = folder or quality_dir(lake)
     timings: dict[str, float] = {}
     # The GE context is opened after the Spark job and under the folder's lock: check steps
     # of other processes may share the folder (see quality.gx.folder_lock).
+    # The positions are only trusted when this run records its own (else the next run would
+    # start from a check that left no trace).
+    previous = inc.load(lake, TABLE) if incremental and record else None
     outcomes = run_suites(lake, [suite_for(t) for t in tables], lambda: QualityContext.at(folder), params,
-                          timings=timings, guard=lambda: folder_lock(folder))
+                          timings=timings, guard=lambda: folder_lock(folder), previous=previous)
     run_id = run_id or uuid.uuid4().hex
     validated = [o.ge_result for o in outcomes if o.ge_result is not None]
     t1 = time.monotonic()

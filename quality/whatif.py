@@ -47,12 +47,12 @@ def _complete_when_settled(t: DataFrame, _ctx: Context) -> DataFrame:
 
 WHATIF_EPISODES = Suite("whatif_episodes", "whatif", (
     Invariant("no_partition_given_twice", "no replayed (or actual) round gives a partition to two members", ERROR,
-              (*_ROUND, "assignment"), _no_partition_twice),
+              (*_ROUND, "assignment"), _no_partition_twice, scope=()),
     Invariant("complete_when_settled",
               "every eager round, and the last round of every replay, assigns every partition; an incremental "
               "(cooperative, KIP-848) handover leaves moving partitions unassigned only while a later round follows",
               ERROR, (*_ROUND, "error", "complete", "generation", "assigned", "partitions", "phase", "protocol"),
-              _complete_when_settled),
+              _complete_when_settled, scope=tuple(_GROUP)),
     unique_check("round_once", _ROUND, "one row per (group incarnation, assignor, step, round)"),
 ))
 

@@ -94,7 +94,7 @@ def test_skip_checks_then_a_wrong_table_fails_the_run(tmp_path, recordings_dir):
     assert done.returncode == 1, (done.stdout[-2000:], done.stderr[-3000:])
     assert ("check group_generations:quality FAILED [ERROR]: 1 offending key(s): generation_never_decreases (1)"
             in done.stdout.splitlines()), done.stdout
-    total = re.search(r"^(\d+) checks passed, (\d+) warnings, (\d+) failed \(checks [\d.]+ s, assets [\d.]+ s\)$",
+    total = re.search(r"^(\d+) checks passed, (\d+) warnings, (\d+) failed \(checks [\d.]+ s, assets [\d.]+ s, Spark start-up [\d.]+ s\)$",
                       done.stdout, re.M)
     assert total, done.stdout
     last = done.stderr.strip().splitlines()[-1]

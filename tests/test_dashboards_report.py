@@ -325,3 +325,32 @@ def test_bounded_pages_keep_the_top_rows_and_say_so(gold_lake, browser, tmp_path
     assert latest in _cells(browser, "episodes", 1)
     ep_note = browser.evaluate("document.getElementById('episodes-section').innerText")
     assert f"Showing the latest {shown_eps} of {n_eps:,} episodes" in ep_note
+
+
+def test_unchanged_lake_keeps_the_report_without_a_spark_job(gold_lake, report, spark, tmp_path):  # noqa: F811
+    """A report is a function of its tables' versions: the same versions keep it as it is
+    (no Spark job), a new version of any of them rewrites it."""
+    import shutil
+
+    out = tmp_path / "kept"
+    shutil.copytree(report.out_dir, out)
+    sc = spark.sparkContext
+    sc.setJobGroup("report-unchanged", "kept report")
+    try:
+        again = write_report(gold_lake, out, page_size=500)
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    assert again.unchanged and list(sc.statusTracker().getJobIdsForGroup("report-unchanged")) == []
+    assert (again.groups, again.overview_pages) == (report.groups, report.overview_pages)
+    # Other page settings, or forcing it: written again.
+    assert not write_report(gold_lake, out, page_size=499).unchanged
+    assert not write_report(gold_lake, out, page_size=499, force=True).unchanged
+    assert write_report(gold_lake, out, page_size=499).unchanged
+    # A table at another version than the report was written from: written again.
+    import json
+
+    state = out / ".inputs.json"
+    kept = json.loads(state.read_text())
+    kept["inputs"]["tables"]["rebalance_episodes"] -= 1
+    state.write_text(json.dumps(kept))
+    assert not write_report(gold_lake, out, page_size=499).unchanged

@@ -138,6 +138,11 @@ def touched_groups(lake, p: Plan):
     def new(t):
         return lake.added_since(t, p.since[t]) if t in p.versions and p.since[t] < p.versions[t] else None
 
+    def whole(t, clusters):
+        # A whole table joined with the increment's keys: read only the increment's
+        # clusters (known from the log), so the other clusters' files are not scanned.
+        return lake.read(t).where(F.col("cluster").isin(sorted(clusters)))
+
     parts = []
     new_commits = None
     for t in GROUP_INPUTS:
@@ -151,18 +156,20 @@ def touched_groups(lake, p: Plan):
     if new_commits is not None and lake.exists("ownership_intervals"):
         # The data end of the coordinator partitions with new commits moved: open intervals there.
         moved = new_commits.where(~F.col("is_deletion")).select("cluster", "coordinator_partition").distinct()
-        open_iv = lake.read("ownership_intervals").where(F.col("to_ms").isNull() & (F.col("owner_kind") == "member"))
+        open_iv = whole("ownership_intervals", _new_clusters(lake, p, "offset_commits")).where(F.col("to_ms").isNull() & (F.col("owner_kind") == "member"))
         parts.append(open_iv.join(F.broadcast(moved), ["cluster", "coordinator_partition"], "left_semi").select(*KEY))
     topics = new("topic_ids")
     if topics is not None:
         ids = topics.select("cluster", "topic_id").distinct()
         for t in ("current_assignments", "target_assignments"):
             if lake.exists(t):
-                parts.append(lake.read(t).join(F.broadcast(ids), ["cluster", "topic_id"], "left_semi").select(*KEY))
+                parts.append(whole(t, _new_clusters(lake, p, "topic_ids"))
+                             .join(F.broadcast(ids), ["cluster", "topic_id"], "left_semi").select(*KEY))
     samples = new("partition_end_offsets")
     if samples is not None:
         tps = samples.select("cluster", "topic", "partition").distinct()
-        parts.append(lake.read("offset_commits").join(F.broadcast(tps), ["cluster", "topic", "partition"], "left_semi")
+        parts.append(whole("offset_commits", _new_clusters(lake, p, "partition_end_offsets"))
+                     .join(F.broadcast(tps), ["cluster", "topic", "partition"], "left_semi")
                      .select(*KEY))
     if not parts:
         return None
@@ -170,6 +177,11 @@ def touched_groups(lake, p: Plan):
     for df in parts[1:]:
         out = out.unionByName(df)
     return out.where(F.col("group_id").isNotNull()).distinct()
+
+
+def _new_clusters(lake, p: Plan, table: str) -> set:
+    """Clusters with files added to `table` since gold's position (from the log, no scan)."""
+    return lake.added_partition_values(table, p.since[table], "cluster")
 
 
 def _hole_groups(lake, p: Plan) -> list:
@@ -193,8 +205,10 @@ def _hole_groups(lake, p: Plan) -> list:
     changed = n.where(F.col("_old_end").isNull() | (F.col("offset") < F.col("_old_end"))
                       | (F.col("offset") - F.col("_prev") > 2)) \
         .select("cluster", F.col("partition").alias("coordinator_partition")).distinct()
+    clusters = _new_clusters(lake, p, t)
     out = []
     for s in ("offset_commits", "group_generations"):
         if lake.exists(s):
-            out.append(lake.read(s).join(F.broadcast(changed), ["cluster", "coordinator_partition"], "left_semi").select(*KEY))
+            out.append(lake.read(s).where(F.col("cluster").isin(sorted(clusters)))
+                       .join(F.broadcast(changed), ["cluster", "coordinator_partition"], "left_semi").select(*KEY))
     return out

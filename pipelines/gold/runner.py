@@ -61,10 +61,13 @@ class GoldRun:
     groups: int | None = None  # groups recomputed (incremental runs)
 
 
-def read_inputs(lake, versions: Mapping[str, int] | None = None, keys=None) -> GoldInputs:
+def read_inputs(lake, versions: Mapping[str, int] | None = None, keys=None,
+                clusters: Iterable[str] | None = None) -> GoldInputs:
     """The lake's silver tables as GoldInputs (optional ones when they exist), at
     `versions` where given; with `keys` ((cluster, group_id) DataFrame), the group-keyed
-    tables hold only those groups' rows."""
+    tables hold only those groups' rows. `clusters` (those of `keys`, known on the driver)
+    prunes the reads to those clusters' partitions before the join: an increment of one
+    cluster reads none of the others' files."""
     from pyspark.sql import functions as F
 
     missing = [t for t in REQUIRED if not lake.exists(t)]
@@ -76,11 +79,12 @@ def read_inputs(lake, versions: Mapping[str, int] | None = None, keys=None) -> G
         k = F.broadcast(keys)
         for t in GROUP_KEYED:
             if t in kw and "group_id" in kw[t].columns:
-                kw[t] = kw[t].join(k, ["cluster", "group_id"], "left_semi")
+                kw[t] = _in_clusters(kw[t], clusters).join(k, ["cluster", "group_id"], "left_semi")
     if lake.exists("offsets_records"):
         # Where the input has holes (compaction, retention): bronze positions per partition.
         b = lake.read("offsets_records", versions.get("offsets_records")).select("cluster", "partition", "offset", "control")
         if keys is not None:
+            b = _in_clusters(b, clusters)
             # Only the coordinator partitions of the touched groups.
             cp = kw["offset_commits"].select("cluster", "coordinator_partition") \
                 .unionByName(kw["group_generations"].select("cluster", "coordinator_partition")).distinct() \
@@ -88,6 +92,14 @@ def read_inputs(lake, versions: Mapping[str, int] | None = None, keys=None) -> G
             b = b.join(F.broadcast(cp), ["cluster", "partition"], "left_semi")
         kw["bronze_positions"] = b
     return GoldInputs(**kw)
+
+
+def _in_clusters(df, clusters):
+    """`df` restricted to `clusters` by a literal filter on the partition column, which Spark
+    turns into partition pruning (a join with the keys alone would scan every file)."""
+    from pyspark.sql import functions as F
+
+    return df if clusters is None else df.where(F.col("cluster").isin(sorted(set(clusters))))
 
 
 def write_cluster_settings(lake, rows: Iterable[Mapping]) -> int:
@@ -138,7 +150,7 @@ def update_gold(lake, params: GoldParams | None = None, cluster_settings: Iterab
             return run
         # Collected once, handed back as a small local relation: every use is a broadcast.
         keys = lake.spark.createDataFrame(found, "cluster string, group_id string")
-    inputs = read_inputs(lake, p.versions, keys)
+    inputs = read_inputs(lake, p.versions, keys, clusters=None if keys is None else {c for c, _ in found})
     if cluster_settings is not None:
         inputs.cluster_settings = settings.to_spark(lake.spark, cluster_settings)
     for name, df in build_all(inputs, params).items():

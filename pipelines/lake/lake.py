@@ -53,6 +53,8 @@ class Lake:
     """Delta tables under `root` (a local folder or an object-store URI such as s3://b/p)."""
 
     def __init__(self, root: str | os.PathLike, storage_options: Mapping[str, str] | None = None, spark=None):
+        """`spark`: a SparkSession, or a function returning one, called on the first Spark
+        read or write (work that the Delta log answers alone then never starts a JVM)."""
         root = str(root)
         if "://" not in root:
             root = os.path.abspath(root)
@@ -317,6 +319,8 @@ class Lake:
             from pipelines.spark import get_spark
 
             self._spark = get_spark()
+        elif callable(self._spark) and not hasattr(self._spark, "sparkContext"):
+            self._spark = self._spark()
         return self._spark
 
     def read(self, name: str, version: int | None = None):
@@ -378,6 +382,46 @@ class Lake:
         before = self.table(name, version).file_uris()
         now_set, before_set = set(now), set(before)
         return [f for f in now if f not in before_set], [f for f in before if f not in now_set]
+
+    def added_partition_values(self, name: str, version: int | None, column: str) -> set | None:
+        """The values of partition column `column` among the files added to `name` after
+        `version` (every file when None or negative), from the log alone: which partitions
+        (clusters) an increment touched, before any Spark job. None when `column` is not a
+        partition column of the table (the values are then unknown without a scan)."""
+        return self.changed_partition_values(name, version, column, removed=False)
+
+    def changed_partition_values(self, name: str, version: int | None, column: str, removed: bool = True) -> set | None:
+        """As `added_partition_values`, counting the files removed since `version` too."""
+        dt = self.table(name)
+        if column not in dt.metadata().partition_columns:
+            return None
+        if version is not None and version >= dt.version():
+            return set()
+
+        def files(t) -> dict[str, object]:
+            a = pa.table(t.get_add_actions(flatten=True))
+            return dict(zip(a.column("path").to_pylist(), a.column(f"partition.{column}").to_pylist()))
+
+        now = files(dt)
+        before = files(self.table(name, version)) if version is not None and version >= 0 else {}
+        out = {v for p, v in now.items() if p not in before}
+        if removed:
+            out |= {v for p, v in before.items() if p not in now}
+        return out
+
+    def file_exists(self, uri: str) -> bool:
+        """Whether a data file (a URI from `file_changes`) is still stored (not vacuumed).
+        False when it cannot be told (an object store without credentials in the environment):
+        callers treat the file as gone, which is the safe answer."""
+        if uri.startswith("file:") or "://" not in uri:
+            return os.path.exists(_decoded(uri))
+        from pyarrow import fs as pafs
+
+        try:
+            filesystem, path = pafs.FileSystem.from_uri(uri)
+            return filesystem.get_file_info(path).type != pafs.FileType.NotFound
+        except (OSError, ValueError):
+            return False
 
     def partition_max(self, name: str, column: str, version: int | None = None) -> dict[tuple, object]:
         """Per Delta partition (tuple of partition values, in partition-column order), the

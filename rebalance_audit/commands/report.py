@@ -24,6 +24,8 @@ def register(subparsers) -> None:
                    help="folder to write the report into (default $REBALANCE_AUDIT_REPORT_DIR, else report/ "
                         "beside the lake folder, else ./report)")
     p.add_argument("--page-size", type=int, default=100, metavar="N", help="groups per overview page (default 100)")
+    p.add_argument("--force", action="store_true",
+                   help="rewrite the report even if the lake tables did not change since it was written")
     p.set_defaults(func=run)
 
 
@@ -43,8 +45,11 @@ def run(args) -> int:
 
     from pipelines.spark import get_spark
 
-    lake = Lake(lake_root, spark=get_spark(args.spark_master))
-    result = write_report(lake, out, page_size=args.page_size)
+    lake = Lake(lake_root, spark=lambda: get_spark(args.spark_master))
+    result = write_report(lake, out, page_size=args.page_size, force=args.force)
+    if result.unchanged:
+        print("report: the lake did not change since it was written; kept as it is (--force rewrites it)",
+              file=sys.stderr)
     if result.missing_tables:
         print(f"report: not computed yet: {', '.join(result.missing_tables)}", file=sys.stderr)
     print(f"report: {result.groups} groups, {result.overview_pages} overview page(s)", file=sys.stderr)

@@ -45,6 +45,8 @@ def register(subparsers) -> None:
     p.add_argument("--kafka-version", metavar="X.Y", help="Kafka version deciding ambiguous record layouts")
     p.add_argument("--skip-checks", action="store_true",
                    help="do not run the data-quality checks (faster; nothing then guards downstream tables)")
+    p.add_argument("--timings", action="store_true",
+                   help="print each step's wall time (assets and checks) on stderr, slowest first")
     p.set_defaults(func=run)
 
 
@@ -90,7 +92,7 @@ def build_resources(args: argparse.Namespace) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     resources = build_resources(args)
-    from assets.inprocess import blocked_message, check_summary, materialize_all, summary_table
+    from assets.inprocess import blocked_message, check_summary, materialize_all, step_timings, summary_table
 
     started = time.monotonic()
     checks = not getattr(args, "skip_checks", False)
@@ -99,6 +101,8 @@ def run(args: argparse.Namespace) -> int:
     print(summary_table(outcome.tables))
     if checks:
         print("\n".join(check_summary(outcome)))
+    if getattr(args, "timings", False):
+        print(step_timings(outcome), file=sys.stderr)
     print(f"{len(outcome.tables)} tables materialized in {time.monotonic() - started:.1f}s; lake: {_display(args.lake)}",
           file=sys.stderr)
     blocked = blocked_message(outcome)

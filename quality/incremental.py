@@ -1,0 +1,220 @@
+"""Check what changed, not the whole history: which rows a table's check must look at.
+
+A check that rescans every table on every run costs more as history grows, and a
+15-minute schedule on a quiet cluster would rescan everything for nothing. So each
+check remembers what it verified, as Delta app transactions in the same `quality_results`
+commit as its results:
+
+* `quality:<table>` = the table version the last check passed at (-1: it did not pass),
+* `quality:<table>#suite` = a fingerprint of the suite (invariants, parameters),
+* `quality:<table>@<other>` = the version of each other table the suite reads (-1: absent).
+
+The next check of the table then takes one of four modes:
+
+* **empty**: the table has no rows (row counts from the Delta log): every invariant holds
+  on zero rows, no Spark job;
+* **unchanged**: the table and what it reads are at the versions of the last passing
+  check: the same data passes the same suite, no Spark job;
+* **incremental**: the last check passed at an older version of this suite: each
+  invariant looks only at what can have changed (`Invariant.scope`): a row-level invariant
+  at the rows of the files added since; a scoped one (per group, per partition...) at the
+  rows of the scope values that the added *or removed* files carry, so a replaced group is
+  judged on its new rows as a whole; an invariant whose other inputs changed, at the scope
+  values of their new rows too; an unscoped one at the whole table. Because the previous
+  version passed and no other scope value has changed rows, this finds exactly the
+  violations a full check would;
+* **full**: anything else (first check, a failed last check, a new suite, removed files
+  that were vacuumed since, a table version that went back).
+
+A change to an invariant's *logic* that keeps its name, description and scope is not
+seen by the fingerprint: bump `LOGIC_VERSION` with such a change.
+"""
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import reduce
+
+from .model import Invariant, Suite
+
+APP = "quality:"
+SUITE_SUFFIX = "#suite"
+READ_SEP = "@"
+LOGIC_VERSION = 1
+
+EMPTY, UNCHANGED, INCREMENTAL, FULL = "empty", "unchanged", "incremental", "full"
+
+
+def fingerprint(suite: Suite, params: Mapping[str, float]) -> int:
+    """crc32 of the suite's definition and the parameters, as canonical JSON."""
+    doc = {
+        "logic": LOGIC_VERSION, "suite": suite.name, "params": {k: params[k] for k in sorted(params)},
+        "invariants": [[i.name, i.description, i.severity, list(i.columns), i.scope is None,
+                        list(i.scope or ()), list(i.reads), i.row is not None] for i in suite.invariants],
+    }
+    return zlib.crc32(json.dumps(doc, sort_keys=True, default=str).encode("utf-8"))
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What the last check of one table verified (from the app transactions)."""
+
+    version: int                    # table version of the last passing check, -1: it failed
+    suite: int                      # suite fingerprint
+    reads: dict[str, int] = field(default_factory=dict)
+
+
+def load(lake, results_table: str) -> dict[str, Checked]:
+    """Every table's last check, from `results_table`'s app transactions (no scan)."""
+    if not lake.exists(results_table):
+        return {}
+    apps = lake.app_versions(results_table, prefix=APP)
+    out: dict[str, Checked] = {}
+    for key, version in apps.items():
+        name = key[len(APP):]
+        if SUITE_SUFFIX in name or READ_SEP in name:
+            continue
+        reads = {k[len(APP) + len(name) + 1:]: v for k, v in apps.items() if k.startswith(f"{APP}{name}{READ_SEP}")}
+        out[name] = Checked(int(version), int(apps.get(f"{APP}{name}{SUITE_SUFFIX}", -1)), reads)
+    return out
+
+
+def positions(table: str, passed: bool, version: int, suite: int, reads: Mapping[str, int]) -> dict[str, int]:
+    """The app transactions recording one table's check."""
+    out = {f"{APP}{table}": version if passed else -1, f"{APP}{table}{SUITE_SUFFIX}": suite}
+    out.update({f"{APP}{table}{READ_SEP}{other}": v for other, v in reads.items()})
+    return out
+
+
+@dataclass
+class TableScan:
+    """What one table's check looks at this run. `frame(inv)` gives the rows to evaluate an
+    invariant on, or None to skip it (it cannot have new violations)."""
+
+    table: str
+    version: int
+    mode: str
+    since: int | None = None        # the version the incremental check starts from
+    reads: dict[str, int] = field(default_factory=dict)   # other tables' versions (-1: absent)
+    columns: tuple[str, ...] = ()   # the table's columns (from the Delta log)
+    load: object | None = None      # () -> the table at `version` as a Spark DataFrame
+    added: object | None = None     # rows of the files added since `since`
+    removed: object | None = None   # rows of the files removed since `since`
+    changed_reads: dict[str, object] = field(default_factory=dict)  # other table -> its new rows
+    clusters: set | None = None     # clusters with changed rows (own table and changed reads)
+    files: tuple[int, int] = (0, 0)  # files added, removed
+
+    _whole: object | None = None
+
+    @property
+    def whole(self):
+        """The table at `version` (a Spark DataFrame, made on first use: an empty or
+        unchanged table's check needs no SparkSession at all)."""
+        if self._whole is None:
+            self._whole = self.load()
+        return self._whole
+
+    @property
+    def describe(self) -> str:
+        if self.mode == INCREMENTAL:
+            return (f"incremental since version {self.since} ({self.files[0]} file(s) added, "
+                    f"{self.files[1]} removed)")
+        if self.mode == UNCHANGED:
+            return f"unchanged since version {self.since if self.since is not None else self.version}"
+        return self.mode
+
+    def frame(self, inv: Invariant):
+        if self.mode == FULL:
+            return self.whole
+        if self.mode in (EMPTY, UNCHANGED):
+            return None
+        reads_changed = [t for t in inv.reads if t in self.changed_reads]
+        own_changed = self.added is not None
+        if not own_changed and not reads_changed:
+            return None
+        if inv.row_local and not reads_changed:
+            return self.added
+        if inv.scope is None or (reads_changed and not inv.scope):
+            return self.whole
+        sources = ([self.added, self.removed] if own_changed else []) + [self.changed_reads[t] for t in reads_changed]
+        if any(not set(inv.scope) <= set(s.columns) for s in sources if s is not None):
+            return self.whole
+        keys = reduce(lambda a, b: a.unionByName(b), [s.select(*inv.scope) for s in sources if s is not None]).distinct()
+        return _semi_join(self.whole, keys, inv.scope, self.clusters)
+
+
+def _semi_join(df, keys, scope: tuple[str, ...], clusters: set | None):
+    """Rows of `df` whose `scope` values (nulls equal) appear in `keys`. The literal cluster
+    filter lets Spark skip the partitions of clusters without changes before any join."""
+    from pyspark.sql import functions as F
+
+    if clusters is not None and "cluster" in df.columns:
+        df = df.where(F.col("cluster").isin(sorted(c for c in clusters if c is not None))
+                      | (F.col("cluster").isNull() if None in clusters else F.lit(False)))
+    k = keys.select(*[F.col(c).alias(f"_k_{c}") for c in scope])
+    cond = reduce(lambda a, b: a & b, [df[c].eqNullSafe(k[f"_k_{c}"]) for c in scope])
+    return df.join(k, cond, "left_semi")
+
+
+def _rows(lake, name: str, version: int) -> int | None:
+    """Rows of a table version from its files' statistics; None when a file has none."""
+    n = lake.table(name, version).get_add_actions(flatten=True).column("num_records").to_pylist()
+    return None if any(x is None for x in n) else sum(int(x) for x in n)
+
+
+def plan_scan(lake, suite: Suite, suite_fp: int, last: Checked | None) -> TableScan:
+    """Decide how `suite.table` is checked this run (see the module doc)."""
+    from pipelines.lake import sparkio
+
+    name = suite.table
+    version = lake.version(name)
+    reads = {t: (lake.version(t) if lake.exists(t) else -1) for t in sorted({r for i in suite.invariants for r in i.reads})}
+    scan = TableScan(name, version, FULL, reads=reads, columns=tuple(lake.schema(name).names),
+                     load=lambda: lake.read(name, version))
+    if _rows(lake, name, version) == 0:
+        scan.mode = EMPTY
+        return scan
+    if last is None or last.version < 0 or last.suite != suite_fp or last.version > version:
+        return scan
+    if any(last.reads.get(t, -1) > v for t, v in reads.items()):
+        return scan  # something it reads went back (recreated): start over
+    clusters: set | None = set()
+
+    def add_clusters(table: str, since: int) -> None:
+        nonlocal clusters
+        found = lake.changed_partition_values(table, since, "cluster")
+        clusters = None if found is None or clusters is None else clusters | found
+
+    if last.version < version:
+        added, removed = lake.file_changes(name, last.version)
+        if removed and not all(lake.file_exists(f) for f in removed):
+            return scan  # removed files vacuumed since: their scope values are unknown
+        # Commits that only moved a position (no files) change no row.
+        if added or removed:
+            import pyarrow as pa
+
+            dt = lake.table(name, version)
+            schema, parts = pa.schema(dt.schema().to_arrow()), list(dt.metadata().partition_columns)
+            scan.added = sparkio.read_files(lake.spark, lake.uri(name), added, schema, parts)
+            if removed:
+                scan.removed = sparkio.read_files(lake.spark, lake.uri(name), removed, schema, parts)
+            scan.files = (len(added), len(removed))
+            add_clusters(name, last.version)
+    for t, v in reads.items():
+        if last.reads.get(t, -1) == v:
+            continue
+        if last.reads.get(t, -1) < 0 or v < 0:
+            return scan  # a read table appeared or vanished: its rows all changed
+        added_t, removed_t = lake.file_changes(t, last.reads[t])
+        if removed_t:
+            return scan
+        if added_t:
+            scan.changed_reads[t] = lake.added_since(t, last.reads[t])
+            add_clusters(t, last.reads[t])
+    if scan.added is None and not scan.changed_reads:
+        scan.mode, scan.since = UNCHANGED, last.version
+        return scan
+    scan.mode, scan.since, scan.clusters = INCREMENTAL, last.version, clusters
+    return scan

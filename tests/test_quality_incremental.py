@@ -1,0 +1,140 @@
+"""Incremental quality checks (quality/incremental.py) on real tables.
+
+A lake holds copies of recorded tables. The first check looks at everything; a second one,
+with nothing changed, runs no Spark job at all; rows appended on purpose (an interval
+overlapping an *old* one, a generation going backwards after the old ones, a negative
+offset) are then found by a check that looks only at what changed, with exactly the
+violations and keys a whole-table check finds; and after a failure the next check is
+whole again.
+"""
+from __future__ import annotations
+
+import pytest
+from pyspark.sql import functions as F
+
+from pipelines.lake import Lake
+from quality import check_tables
+from tests.recordings_lake import segments_lake, spark  # noqa: F401
+
+TABLES = ("ownership_intervals", "group_generations", "offset_commits", "offsets_records", "quarantine")
+
+
+def _jobs_during(spark, fn):  # noqa: F811
+    """Spark jobs started while `fn` runs (tagged with a job group), and fn's result."""
+    sc = spark.sparkContext
+    group = "quality-incremental-test"
+    sc.setJobGroup(group, "counting jobs")
+    try:
+        result = fn()
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    return list(sc.statusTracker().getJobIdsForGroup(group)), result
+
+
+def _violations(report):
+    """table -> expectation -> (violations, sorted failing keys)."""
+    out = {}
+    for o in report.outcomes:
+        for e in o.failed():
+            keys = sorted((k.get("cluster"), str(sorted(k.items()))) for k in e.failing_keys)
+            out.setdefault(o.table, {})[e.expectation] = (e.violations, keys)
+    return out
+
+
+@pytest.fixture(scope="module")
+def lake(segments_lake, spark, tmp_path_factory):  # noqa: F811
+    from pipelines.gold.runner import update_gold
+
+    if not segments_lake.exists("ownership_intervals"):
+        update_gold(segments_lake)
+    lake = Lake(tmp_path_factory.mktemp("incremental-quality-lake"), spark=spark)
+    for t in TABLES:
+        lake.write_df(t, segments_lake.read(t), partition_by=["cluster"])
+    return lake
+
+
+@pytest.fixture(scope="module")
+def runs(lake, spark, tmp_path_factory):  # noqa: F811
+    folder = tmp_path_factory.mktemp("incremental-quality")
+    first = check_tables(lake, TABLES, folder=folder)
+    jobs, second = _jobs_during(spark, lambda: check_tables(lake, TABLES, folder=folder))
+
+    # Broken rows, appended as new files (how silver and bronze grow).
+    own = lake.read("ownership_intervals")
+    victim = own.where(F.col("end_pos").isNotNull() & (F.col("end_pos") > F.col("start_pos") + 1)
+                       & F.col("member_id").isNotNull()).orderBy("cluster", "group_id", "topic", "partition",
+                                                                  "start_pos").first()
+    same = ((F.col("cluster") == victim.cluster) & (F.col("group_id") == victim.group_id)
+            & (F.col("incarnation") == victim.incarnation) & (F.col("topic") == victim.topic)
+            & (F.col("partition") == victim.partition) & (F.col("start_pos") == victim.start_pos))
+    lake.write_df("ownership_intervals", own.where(same).withColumn("member_id", F.lit("intruder-1"))
+                  .withColumn("start_pos", F.lit(victim.start_pos + 1)), mode="append", partition_by=["cluster"])
+
+    gens = lake.read("group_generations")
+    last = gens.where(~F.col("is_deletion") & (F.col("generation") >= 2)).orderBy(
+        F.col("log_offset").desc(), "cluster", "group_id").first()
+    top = gens.where((F.col("cluster") == last.cluster) & (F.col("coordinator_partition") == last.coordinator_partition)) \
+        .agg(F.max("log_offset")).first()[0]
+    lake.write_df("group_generations", gens.where(
+        (F.col("cluster") == last.cluster) & (F.col("coordinator_partition") == last.coordinator_partition)
+        & (F.col("log_offset") == last.log_offset)).withColumn("log_offset", F.lit(top + 1000).cast("long"))
+        .withColumn("generation", F.lit(last.generation - 1)), mode="append", partition_by=["cluster"])
+
+    commits = lake.read("offset_commits")
+    c = commits.where(~F.col("is_deletion")).orderBy("cluster", "coordinator_partition", "log_offset").first()
+    lake.write_df("offset_commits", commits.where(
+        (F.col("cluster") == c.cluster) & (F.col("coordinator_partition") == c.coordinator_partition)
+        & (F.col("log_offset") == c.log_offset)).withColumn("log_offset", F.lit(10**12).cast("long"))
+        .withColumn("offset", F.lit(-5).cast("long")), mode="append", partition_by=["cluster"])
+
+    third = check_tables(lake, TABLES, folder=folder)
+    whole = check_tables(lake, TABLES, folder=folder, incremental=False, record=False)
+    fourth = check_tables(lake, TABLES, folder=folder)
+    return {"first": first, "second": second, "jobs": jobs, "third": third, "whole": whole, "fourth": fourth,
+            "victim": victim, "generation": (last, top + 1000)}
+
+
+def test_first_check_is_whole_and_passes(runs):
+    by = runs["first"].by_table()
+    assert {t: o.checked for t, o in by.items()} == {**{t: "full" for t in TABLES}, "quarantine": "empty"}
+    assert all(o.success for o in runs["first"].outcomes)
+
+
+def test_unchanged_tables_cost_no_spark_job(runs):
+    assert runs["jobs"] == []
+    for o in runs["second"].outcomes:
+        assert o.success
+        assert o.checked == "empty" if o.table == "quarantine" else o.checked.startswith("unchanged since version")
+
+
+def test_appended_violations_are_found_by_an_incremental_check(runs):
+    by = runs["third"].by_table()
+    for t in ("ownership_intervals", "group_generations", "offset_commits"):
+        assert by[t].checked.startswith("incremental since version"), by[t].checked
+    assert by["offsets_records"].checked.startswith("unchanged")
+    found = _violations(runs["third"])
+    assert set(found) == {"ownership_intervals", "group_generations", "offset_commits"}
+    assert set(found["ownership_intervals"]) == {"intervals_never_overlap"}
+    assert set(found["group_generations"]) == {"generation_never_decreases"}
+    assert set(found["offset_commits"]) == {"offset_non_negative"}
+    # The overlap is reported on the OLD interval (not in the new files): the scope brought it in.
+    v = runs["victim"]
+    keys = by["ownership_intervals"].failed()[0].failing_keys
+    assert any(k["group_id"] == v.group_id and k["start_pos"] == v.start_pos and k["member_id"] == v.member_id
+               and "intruder-1" in k["detail"] for k in keys), keys
+    g, offset = runs["generation"]
+    [k] = by["group_generations"].failed()[0].failing_keys
+    assert (k["cluster"], k["group_id"], k["log_offset"]) == (g.cluster, g.group_id, offset)
+
+
+def test_incremental_check_equals_a_whole_table_check(runs):
+    assert all(o.checked == "full" or o.checked == "empty" for o in runs["whole"].outcomes)
+    assert _violations(runs["third"]) == _violations(runs["whole"])
+
+
+def test_a_failed_table_is_checked_whole_next_time(runs):
+    by = runs["fourth"].by_table()
+    for t in ("ownership_intervals", "group_generations", "offset_commits"):
+        assert by[t].checked == "full" and not by[t].success
+    assert by["offsets_records"].checked.startswith("unchanged")
+    assert _violations(runs["fourth"]) == _violations(runs["whole"])
