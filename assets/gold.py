@@ -50,7 +50,7 @@ class GoldConfig(Config):
 def gold_tables(config: GoldConfig, lake: LakeResource, spark: SparkResource):
     from pipelines.gold.runner import REQUIRED, update_gold
 
-    target = lake.lake(spark.session())
+    target = lake.lake(spark.session)  # Spark starts on first use: a run with nothing new needs none
     if not all(target.exists(t) for t in REQUIRED):
         # Nothing decoded yet (an empty lake): no history to derive.
         for name in GOLD_TABLES:

@@ -33,7 +33,7 @@ OFFSETS_SILVER_TABLES = (
 def offsets_silver(lake: LakeResource, spark: SparkResource, sources: SourcesResource):
     from pipelines.silver.runner import update_offsets_silver
 
-    target = lake.lake(spark.session())
+    target = lake.lake(spark.session)  # Spark starts on first use: a run with nothing new needs none
     run = update_offsets_silver(target, kafka_version=sources.kafka_version)
     for name in OFFSETS_SILVER_TABLES:
         yield table_result(target, name, run.rows_written.get(name, 0), bronze_version=run.bronze_version)
@@ -47,7 +47,7 @@ def offsets_silver(lake: LakeResource, spark: SparkResource, sources: SourcesRes
 def events_silver(lake: LakeResource, spark: SparkResource):
     from pipelines.silver.runner import update_events_silver
 
-    target = lake.lake(spark.session())
+    target = lake.lake(spark.session)  # Spark starts on first use: a run with nothing new needs none
     run = update_events_silver(target)
     yield table_result(target, "coordinator_events", run.rows_written.get("coordinator_events", 0),
                        bronze_version=run.bronze_version)
@@ -62,6 +62,6 @@ def events_silver(lake: LakeResource, spark: SparkResource):
 def target_assignments_silver(lake: LakeResource, spark: SparkResource):
     from pipelines.silver.runner import rebuild_target_assignments
 
-    target = lake.lake(spark.session())
+    target = lake.lake(spark.session)  # Spark starts on first use: a run with nothing new needs none
     rows = rebuild_target_assignments(target)
     yield table_result(target, "target_assignments", rows)

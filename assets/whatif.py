@@ -41,7 +41,7 @@ class WhatifConfig(Config):
 def whatif_tables(config: WhatifConfig, lake: LakeResource, spark: SparkResource):
     from pipelines.whatif.incremental import update
 
-    target = lake.lake(spark.session())
+    target = lake.lake(spark.session)  # Spark starts on first use: a run with nothing new needs none
     if not target.exists("member_assignments") and not target.exists("current_assignments"):
         # Nothing decoded yet (an empty lake): no history to replay.
         for name in WHATIF_TABLES:
