@@ -166,8 +166,6 @@ def _rows(lake, name: str, version: int) -> int | None:
 
 def plan_scan(lake, suite: Suite, suite_fp: int, last: Checked | None) -> TableScan:
     """Decide how `suite.table` is checked this run (see the module doc)."""
-    from pipelines.lake import sparkio
-
     name = suite.table
     version = lake.version(name)
     reads = {t: (lake.version(t) if lake.exists(t) else -1) for t in sorted({r for i in suite.invariants for r in i.reads})}
@@ -180,6 +178,24 @@ def plan_scan(lake, suite: Suite, suite_fp: int, last: Checked | None) -> TableS
         return scan
     if any(last.reads.get(t, -1) > v for t, v in reads.items()):
         return scan  # something it reads went back (recreated): start over
+    from deltalake.exceptions import DeltaError
+
+    from pipelines.lake import LakeError
+
+    try:
+        return _since(lake, scan, last)
+    except (DeltaError, LakeError):
+        # The log of the version last checked is gone (log retention) or unreadable: what
+        # changed cannot be told, so the whole table is checked.
+        return TableScan(name, version, FULL, reads=reads, columns=scan.columns, load=scan.load)
+
+
+def _since(lake, scan: TableScan, last: Checked) -> TableScan:
+    """`scan` made an incremental or unchanged check from `last`, or left full when the
+    changes cannot be told."""
+    from pipelines.lake import sparkio
+
+    name, version, reads = scan.table, scan.version, scan.reads
     clusters: set | None = set()
 
     def add_clusters(table: str, since: int) -> None:
