@@ -41,6 +41,7 @@ class CheckOutcome:
     seconds: float | None
     suite: str | None = None      # the Great Expectations suite that ran
     data_docs: str | None = None  # file:// link to the rendered validation results
+    checked: str | None = None    # full, incremental since version N, unchanged since version N, empty
 
     @property
     def name(self) -> str:
@@ -178,7 +179,7 @@ def _check_outcome(e) -> CheckOutcome:
         asset=e.asset_key.to_user_string(), check=e.check_name, passed=bool(e.passed),
         severity="ERROR" if e.severity == AssetCheckSeverity.ERROR else "WARN",
         violations=sum(failed.values()), failed=failed, seconds=None if seconds is None else float(seconds),
-        suite=_text(meta, "suite"), data_docs=_text(meta, "data_docs"),
+        suite=_text(meta, "suite"), data_docs=_text(meta, "data_docs"), checked=_text(meta, "checked"),
     )
 
 
