@@ -95,6 +95,18 @@ class LakeTables:
     def get(self, name: str) -> DataFrame | None:
         return self.frames.get(name)
 
+    def restricted(self, keys: list[tuple[str, str]]) -> "LakeTables":
+        """The same tables holding only the groups `keys` ((cluster, group_id) pairs): a
+        literal cluster filter prunes the other clusters' files, a broadcast semi join the
+        other groups. Every query of the report is per group, so its results on these
+        tables are exactly those groups' rows of the results on the whole tables."""
+        spark = next(iter(self.frames.values())).sparkSession
+        k = F.broadcast(spark.createDataFrame(sorted(set(keys)), "cluster string, group_id string"))
+        clusters = sorted({c for c, _ in keys})
+        frames = {n: df.where(F.col("cluster").isin(clusters)).join(k, list(GROUP_KEYS), "left_semi")
+                  for n, df in self.frames.items()}
+        return LakeTables(frames, list(self.missing))
+
     def has(self, name: str) -> bool:
         return name in self.frames
 
@@ -511,6 +523,7 @@ class ReportData:
     rates: pa.Table | None = None
     _detail_at: dict[str, tuple[int, int]] = field(default_factory=dict)
     _rates_at: dict[str, tuple[int, int]] = field(default_factory=dict)
+    pages_for: set[str] | None = None  # group keys whose pages to render (None: every group)
 
     @property
     def groups(self) -> int:
@@ -529,6 +542,8 @@ class ReportData:
         if self.stats is None:
             return
         for s in self.stats.to_pylist():
+            if self.pages_for is not None and s["key"] not in self.pages_for:
+                continue
             g = GroupData(key=s["key"], cluster=s["cluster"], group_id=s["group_id"], stats=s)
             if s["key"] in self._detail_at:
                 off, n = self._detail_at[s["key"]]
@@ -546,8 +561,43 @@ def load(t: LakeTables, caps: Caps = Caps()) -> ReportData:
     stats = group_stats(t)
     if stats is None or stats.num_rows == 0:
         return ReportData(stats, caps)
+    return _load_pages(t, stats, ReportData(stats, effective_caps(stats, caps)))
+
+
+def load_changed(t: LakeTables, caps: Caps, keys: list[tuple[str, str]], previous: pa.Table,
+                 previous_caps: Caps) -> ReportData | None:
+    """The report's data when only the groups `keys` changed since the report whose headline
+    rows were `previous` (cut with `previous_caps`): those groups' rows are recomputed and
+    merged into `previous`, and only their pages are to be rendered (`pages_for`). None when
+    the merged figures give other caps than before: every page may then differ."""
+    sub = t.restricted(keys)
+    fresh = group_stats(sub)
+    touched = pa.array(sorted({_key(c, g) for c, g in keys}))
+    kept = previous.filter(pc.invert(pc.is_in(previous.column("key"), value_set=touched)))
+    parts = [x for x in (kept, fresh) if x is not None and x.num_rows]
+    if not parts:
+        return ReportData(previous.slice(0, 0), caps)
+    stats = pa.concat_tables([p.select(kept.column_names).cast(kept.schema) for p in parts])
+    stats = stats.sort_by(rank_sort_keys())
     eff = effective_caps(stats, caps)
-    data = ReportData(stats, eff)
+    if eff != previous_caps:
+        return None
+    data = ReportData(stats, eff, pages_for=set(touched.to_pylist()))
+    if fresh is None or fresh.num_rows == 0:
+        return data
+    return _load_pages(sub, fresh, data)
+
+
+def _key(cluster: str, group_id: str) -> str:
+    """A group's `key` (see `group_key_col`), on the driver."""
+    from dashboards.safe import group_hash
+
+    return group_hash(cluster, group_id)
+
+
+def _load_pages(t: LakeTables, stats: pa.Table, data: ReportData) -> ReportData:
+    """`data` with the page detail and commit rates of the groups of `stats`."""
+    eff = data.caps
     detail = _detail_frame(t, eff)
     if detail is not None:
         data.detail, data._detail_at = _index(detail.toArrow(), [("key", "ascending"), ("kind", "ascending"),

@@ -18,7 +18,12 @@ last, so a reader who opens it sees a finished report.
 A report is a function of the lake tables it reads: `.inputs.json` beside the index keeps
 their Delta versions (and the page settings), and a run that finds them unchanged keeps
 the report as it is without starting a Spark job (a scheduled run on a quiet cluster).
-Bump `REPORT_FORMAT` when the pages change, so existing reports are rewritten.
+When some changed, only the groups with rows in the files added or removed since are
+recomputed (every query is per group): their headline rows replace theirs in the kept
+ones (`.stats.parquet`), their pages are rewritten, the overview is rewritten from the
+merged rows. If the merged figures give other caps than before (every page may change), or
+the change cannot be told (a table appeared, a removed file was vacuumed), the whole report
+is rewritten. Bump `REPORT_FORMAT` when the pages change, so existing reports are rewritten.
 """
 from __future__ import annotations
 
@@ -32,13 +37,14 @@ from pathlib import Path
 from plotly.offline import get_plotlyjs
 
 from dashboards import figures, group_page
-from dashboards.data import GOLD, SILVER, WHATIF, Caps, LakeTables, ReportData, load
+from dashboards.data import GOLD, SILVER, WHATIF, Caps, LakeTables, ReportData, load, load_changed
 from dashboards.pages import CSS, NOT_COMPUTED, cards, figure_html, fmt_duration, fmt_int, page, pager, table
 from dashboards.safe import page_name, text
 
 GROUPS_DIR = "groups"
 TOP_GROUPS = 25
 INPUTS_FILE = ".inputs.json"
+STATS_FILE = ".stats.parquet"
 REPORT_FORMAT = 1
 
 
@@ -51,6 +57,7 @@ class ReportResult:
     missing_tables: list[str] = field(default_factory=list)
     driver_rows: dict[str, int] = field(default_factory=dict)  # rows each query brought to the driver
     unchanged: bool = False  # the lake tables were as at the last report: kept as it was
+    rewritten_groups: int | None = None  # pages rewritten by an incremental update (None: all)
 
 
 REPORT_DIR_ENV = "REBALANCE_AUDIT_REPORT_DIR"
@@ -95,16 +102,58 @@ def _inputs(lake, page_size: int, caps: Caps) -> dict:
             "tables": {n: (lake.version(n) if lake.exists(n) else -1) for n in (*SILVER, *GOLD, *WHATIF)}}
 
 
-def _unchanged(out: Path, inputs: dict) -> ReportResult | None:
-    """The report in `out` when it was written from exactly `inputs`, else None."""
+def _state(out: Path) -> dict | None:
+    """What the report in `out` was written from, or None (no report, or an unfinished one)."""
     try:
         kept = json.loads((out / INPUTS_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    index = out / overview_name(1)
-    if kept.get("inputs") != inputs or not index.is_file():
+    return kept if (out / overview_name(1)).is_file() else None
+
+
+def _changed_groups(lake, before: dict[str, int], now: dict[str, int]) -> list[tuple[str, str]] | None:
+    """The (cluster, group_id) pairs with rows in the files added or removed since the
+    versions `before` (one Spark job over those files only), or None when that cannot be
+    told: a table appeared or vanished, or a removed file was vacuumed since."""
+    from pyspark.sql import functions as F
+
+    parts = []
+    for name, version in now.items():
+        old = before.get(name, -1)
+        if old == version:
+            continue
+        if old < 0 or version < 0 or old > version:
+            return None
+        added, removed = lake.file_changes(name, old)
+        if removed and not all(lake.file_exists(f) for f in removed):
+            return None
+        if added or removed:
+            parts.append(lake.rows_of_files(name, added + removed).select("cluster", "group_id"))
+    if not parts:
+        return []
+    union = parts[0]
+    for p in parts[1:]:
+        union = union.unionByName(p)
+    rows = union.where(F.col("group_id").isNotNull()).distinct().collect()
+    return [(r["cluster"], r["group_id"]) for r in rows]
+
+
+def _incremental(lake, out: Path, kept: dict | None, inputs: dict, tables: LakeTables,
+                 caps: Caps) -> tuple[ReportData, list[tuple[str, str]]] | None:
+    """The data of an incremental update of the report in `out` (see the module doc), with
+    the changed groups; None when the whole report must be written."""
+    import pyarrow.parquet as pq
+
+    if kept is None or not (out / STATS_FILE).is_file():
         return None
-    return ReportResult(out, index, kept["groups"], kept["overview_pages"], kept["missing_tables"], unchanged=True)
+    before = kept["inputs"]
+    if any(before.get(k) != inputs[k] for k in ("format", "page_size", "caps")):
+        return None
+    keys = _changed_groups(lake, before["tables"], inputs["tables"])
+    if keys is None or len(keys) > max(1, kept["groups"] // 2):
+        return None  # half the groups or more: the whole report costs about the same
+    data = load_changed(tables, caps, keys, pq.read_table(out / STATS_FILE), Caps(**kept["caps_effective"]))
+    return None if data is None else (data, keys)
 
 
 def write_report(lake, out_dir: str | os.PathLike, page_size: int = 100, caps: Caps = Caps(),
@@ -115,31 +164,56 @@ def write_report(lake, out_dir: str | os.PathLike, page_size: int = 100, caps: C
         raise ValueError("page_size must be at least 1")
     out = Path(out_dir)
     inputs = _inputs(lake, page_size, caps)
-    if not force:
-        kept = _unchanged(out, inputs)
-        if kept is not None:
-            return kept
+    kept = None if force else _state(out)
+    if kept is not None and kept.get("inputs") == inputs:
+        return ReportResult(out, out / overview_name(1), kept["groups"], kept["overview_pages"],
+                            kept["missing_tables"], unchanged=True)
     (out / GROUPS_DIR).mkdir(parents=True, exist_ok=True)
     _static(out)
     tables = LakeTables.read(lake)
     missing = set(tables.missing)
-    data = load(tables, caps)
+    changed = _incremental(lake, out, kept, inputs, tables, caps)
+    data = load(tables, caps) if changed is None else changed[0]
+    # The state is removed first: a crash while pages are rewritten leaves a report that the
+    # next run rewrites whole.
+    (out / INPUTS_FILE).unlink(missing_ok=True)
 
     written: set[str] = set()
     for g in data.group_pages():
         name = page_name(g.cluster, g.group_id)
         _write(out / GROUPS_DIR / name, group_page.render(g, missing, data.caps))
         written.add(name)
-    for stale in (out / GROUPS_DIR).glob("*.html"):
-        if stale.name not in written:
-            stale.unlink()
-    result = _write_overview(out, tables, data, page_size, lake, len(written))
+    if changed is None:
+        for stale in (out / GROUPS_DIR).glob("*.html"):
+            if stale.name not in written:
+                stale.unlink()
+    else:
+        for cluster, group_id in changed[1]:  # a changed group with no rows left is gone
+            if page_name(cluster, group_id) not in written:
+                (out / GROUPS_DIR / page_name(cluster, group_id)).unlink(missing_ok=True)
+    result = _write_overview(out, tables, data, page_size, lake, data.groups)
     result.driver_rows = data.driver_rows()
+    result.rewritten_groups = None if changed is None else len(written)
+    _write_stats(out, data)
     # Written last: a crash before this leaves a report that the next run rewrites.
     _write(out / INPUTS_FILE, json.dumps({"inputs": inputs, "groups": result.groups,
                                           "overview_pages": result.overview_pages,
-                                          "missing_tables": sorted(result.missing_tables)}, sort_keys=True))
+                                          "missing_tables": sorted(result.missing_tables),
+                                          "caps_effective": dataclasses.asdict(data.caps)}, sort_keys=True))
     return result
+
+
+def _write_stats(out: Path, data: ReportData) -> None:
+    """Every group's headline row, kept for the next incremental update."""
+    import pyarrow.parquet as pq
+
+    path = out / STATS_FILE
+    if data.stats is None:
+        path.unlink(missing_ok=True)
+        return
+    tmp = path.with_name(path.name + ".tmp")
+    pq.write_table(data.stats, tmp)
+    os.replace(tmp, path)
 
 
 def _write_overview(out: Path, tables: LakeTables, data: ReportData, page_size: int, lake, n_groups: int) -> ReportResult:

@@ -193,8 +193,6 @@ def plan_scan(lake, suite: Suite, suite_fp: int, last: Checked | None) -> TableS
 def _since(lake, scan: TableScan, last: Checked) -> TableScan:
     """`scan` made an incremental or unchanged check from `last`, or left full when the
     changes cannot be told."""
-    from pipelines.lake import sparkio
-
     name, version, reads = scan.table, scan.version, scan.reads
     clusters: set | None = set()
 
@@ -209,13 +207,9 @@ def _since(lake, scan: TableScan, last: Checked) -> TableScan:
             return scan  # removed files vacuumed since: their scope values are unknown
         # Commits that only moved a position (no files) change no row.
         if added or removed:
-            import pyarrow as pa
-
-            dt = lake.table(name, version)
-            schema, parts = pa.schema(dt.schema().to_arrow()), list(dt.metadata().partition_columns)
-            scan.added = sparkio.read_files(lake.spark, lake.uri(name), added, schema, parts)
+            scan.added = lake.rows_of_files(name, added)
             if removed:
-                scan.removed = sparkio.read_files(lake.spark, lake.uri(name), removed, schema, parts)
+                scan.removed = lake.rows_of_files(name, removed)
             scan.files = (len(added), len(removed))
             add_clusters(name, last.version)
     for t, v in reads.items():

@@ -15,3 +15,15 @@ def spark():
     yield session
     # Left running on purpose: other modules of the same run may still need it; the JVM
     # exits with the test process.
+
+
+def spark_jobs(spark, group: str, fn):  # noqa: F811
+    """(the Spark jobs started while `fn` runs, fn's result). The jobs are tagged with a job
+    group set on this thread, so work that Dagster's in-process executor runs here counts."""
+    sc = spark.sparkContext
+    sc.setJobGroup(group, group)
+    try:
+        result = fn()
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    return list(sc.statusTracker().getJobIdsForGroup(group)), result

@@ -59,17 +59,10 @@ materialized_jobs: dict[str, list] = {}
 
 
 def _spark_jobs(fn, group: str):
-    """The Spark jobs started while `fn` runs (the in-process executor runs the steps on
-    this thread, whose job group Spark tags them with), and fn's result."""
     from pipelines.spark import get_spark
+    from tests.spark_fixture import spark_jobs
 
-    sc = get_spark().sparkContext
-    sc.setJobGroup(group, group)
-    try:
-        result = fn()
-    finally:
-        sc.setLocalProperty("spark.jobGroup.id", None)
-    return list(sc.statusTracker().getJobIdsForGroup(group)), result
+    return spark_jobs(get_spark(), group, fn)
 
 
 def test_a_run_with_nothing_new_runs_no_spark_job(materialized):

@@ -334,13 +334,10 @@ def test_unchanged_lake_keeps_the_report_without_a_spark_job(gold_lake, report, 
 
     out = tmp_path / "kept"
     shutil.copytree(report.out_dir, out)
-    sc = spark.sparkContext
-    sc.setJobGroup("report-unchanged", "kept report")
-    try:
-        again = write_report(gold_lake, out, page_size=500)
-    finally:
-        sc.setLocalProperty("spark.jobGroup.id", None)
-    assert again.unchanged and list(sc.statusTracker().getJobIdsForGroup("report-unchanged")) == []
+    from tests.spark_fixture import spark_jobs
+
+    jobs, again = spark_jobs(spark, "report-unchanged", lambda: write_report(gold_lake, out, page_size=500))
+    assert again.unchanged and jobs == []
     assert (again.groups, again.overview_pages) == (report.groups, report.overview_pages)
     # Other page settings, or forcing it: written again.
     assert not write_report(gold_lake, out, page_size=499).unchanged
@@ -354,3 +351,47 @@ def test_unchanged_lake_keeps_the_report_without_a_spark_job(gold_lake, report, 
     kept["inputs"]["tables"]["rebalance_episodes"] -= 1
     state.write_text(json.dumps(kept))
     assert not write_report(gold_lake, out, page_size=499).unchanged
+
+
+def _pages(out: Path) -> dict[str, str]:
+    """Every page of a report, the overview's generation time taken out."""
+    pages = {p.relative_to(out).as_posix(): p.read_text() for p in out.rglob("*.html")}
+    return {k: re.sub(r"generated [0-9: -]+UTC", "generated", v) for k, v in pages.items()}
+
+
+def test_changed_groups_rewrite_their_pages_and_equal_a_whole_report(gold_lake, spark, tmp_path):  # noqa: F811
+    """A cluster arrives later and one group's episodes are replaced (as gold does, by key):
+    the update rewrites only the changed groups' pages, and the report equals one written
+    whole from the same lake."""
+    from dashboards.data import GOLD, SILVER, WHATIF
+
+    late = "storm_flapping"
+    names = [n for n in (*SILVER, *GOLD, *WHATIF) if gold_lake.exists(n)]
+    lake = Lake(tmp_path / "lake", spark=spark)
+    for n in names:
+        lake.write_df(n, gold_lake.read(n).where(F.col("cluster") != late), partition_by=["cluster"])
+    out = tmp_path / "updated"
+    first = write_report(lake, out, page_size=5)
+    before = _pages(out)
+
+    for n in names:
+        lake.write_df(n, gold_lake.read(n).where(F.col("cluster") == late), mode="append", partition_by=["cluster"])
+    episodes = lake.read("rebalance_episodes")
+    g = episodes.groupBy("cluster", "group_id").count().where(F.col("count") > 2) \
+        .orderBy("cluster", "group_id").first()
+    mine = episodes.where((F.col("cluster") == g.cluster) & (F.col("group_id") == g.group_id))
+    last = mine.agg(F.max("started_at")).first()[0]
+    keys = spark.createDataFrame([(g.cluster, g.group_id)], "cluster string, group_id string")
+    lake.replace_rows("rebalance_episodes", mine.where(F.col("started_at") < last), keys, ["cluster", "group_id"],
+                      partition_by=["cluster"])
+
+    second = write_report(lake, out, page_size=5)
+    late_groups = gold_lake.read("group_generations").where(F.col("cluster") == late) \
+        .select("group_id").distinct().count()
+    assert second.rewritten_groups is not None and late_groups + 1 <= second.rewritten_groups < first.groups
+    assert second.groups == first.groups + late_groups
+    whole = write_report(lake, tmp_path / "whole", page_size=5)
+    assert whole.rewritten_groups is None
+    assert _pages(out) == _pages(tmp_path / "whole")
+    changed = f"groups/{page_name(g.cluster, g.group_id)}"
+    assert before[changed] != _pages(out)[changed]

@@ -15,20 +15,9 @@ from pyspark.sql import functions as F
 from pipelines.lake import Lake
 from quality import check_tables
 from tests.recordings_lake import segments_lake, spark  # noqa: F401
+from tests.spark_fixture import spark_jobs
 
 TABLES = ("ownership_intervals", "group_generations", "offset_commits", "offsets_records", "quarantine")
-
-
-def _jobs_during(spark, fn):  # noqa: F811
-    """Spark jobs started while `fn` runs (tagged with a job group), and fn's result."""
-    sc = spark.sparkContext
-    group = "quality-incremental-test"
-    sc.setJobGroup(group, "counting jobs")
-    try:
-        result = fn()
-    finally:
-        sc.setLocalProperty("spark.jobGroup.id", None)
-    return list(sc.statusTracker().getJobIdsForGroup(group)), result
 
 
 def _violations(report):
@@ -57,7 +46,7 @@ def lake(segments_lake, spark, tmp_path_factory):  # noqa: F811
 def runs(lake, spark, tmp_path_factory):  # noqa: F811
     folder = tmp_path_factory.mktemp("incremental-quality")
     first = check_tables(lake, TABLES, folder=folder)
-    jobs, second = _jobs_during(spark, lambda: check_tables(lake, TABLES, folder=folder))
+    jobs, second = spark_jobs(spark, "quality-unchanged", lambda: check_tables(lake, TABLES, folder=folder))
 
     # Broken rows, appended as new files (how silver and bronze grow).
     own = lake.read("ownership_intervals")

@@ -442,6 +442,13 @@ class Lake:
             out[key] = hi if key not in out else max(out[key], hi)
         return {k: v for k, v in out.items() if k not in unknown}
 
+    def rows_of_files(self, name: str, files: Sequence[str]):
+        """The rows of these data files of `name` (URIs from `file_changes`: added ones, or
+        removed ones not vacuumed yet), as a Spark DataFrame with the table's current schema."""
+        dt = self.table(name)
+        schema = pa.schema(dt.schema().to_arrow())
+        return sparkio.read_files(self.spark, self.uri(name), list(files), schema, list(dt.metadata().partition_columns))
+
     def added_since(self, name: str, version: int | None):
         """The rows of the files added to `name` after `version`, as a Spark DataFrame
         (the whole table when `version` is None or -1).
