@@ -10,8 +10,10 @@ For each size, the simulator (pipelines/simulator) writes segments + server.log,
   peak_rss_mb            peak resident memory of that run's process tree (Python + Spark JVM),
                          sampled from /proc every 0.2 s
   incremental_s          a second `run` after adding 1 % more data (1 % more groups, ingested
-                         as a second cluster of the lake), minus the fixed start-up (JVM, imports)
-                         measured by a `run` with nothing new
+                         as a second cluster of the lake), minus the fixed start-up: a `run`
+                         with nothing new (process, imports, Dagster, Great Expectations; it
+                         starts no JVM) and the increment run's own Spark JVM start (printed
+                         by the run); `incremental_pct_of_full` relates it to pipeline_s
   whatif_assignments_per_s  replayed assignments (what-if episode rows other than `actual`) per
                          second of a full what-if rebuild of the lake, Spark included
                          (bench_whatif.lake_throughput, run last, in its own process)
@@ -25,6 +27,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -137,14 +140,21 @@ SIMULATED = ("commits", "generations", "records", "log_lines", "simulate_s", "se
 
 
 def bench_size(name: str, work: Path, skip_pipeline: bool, res: dict, save=lambda: None,
-               reuse_data: bool = False) -> dict:
+               reuse_data: bool = False, increment_only: bool = False) -> dict:
     params = {**COMMON, **SIZES[name]}
     data = work / name / "data"
     extra = work / name / "extra"
     lake = work / name / "lake"
+    full_copy = work / name / "lake-full"  # the lake right after the full run (--increment-only)
     simulated = {k: res[k] for k in SIMULATED if k in res}
+    if increment_only:
+        if not full_copy.is_dir() or res.get("pipeline_s") is None:
+            raise SystemExit(f"--increment-only needs {full_copy} and the size's figures from an earlier run")
+        shutil.rmtree(lake, ignore_errors=True)
+        shutil.copytree(full_copy, lake)
+        return _increment(name, work, params, lake, extra, res, save)
     reuse = reuse_data and data.is_dir() and len(simulated) == len(SIMULATED)
-    for d in (extra, lake) if reuse else (data, extra, lake):
+    for d in (extra, lake, full_copy) if reuse else (data, extra, lake, full_copy):
         shutil.rmtree(d, ignore_errors=True)
     res.clear()
     if reuse:
@@ -177,16 +187,32 @@ def bench_size(name: str, work: Path, skip_pipeline: bool, res: dict, save=lambd
     res["peak_rss_mb"] = round(peak / 2**20)
     print(f"[{name}] pipeline {wall:.1f}s, peak RSS {res['peak_rss_mb']} MB", file=sys.stderr)
     save()
+    shutil.copytree(lake, full_copy)  # not timed: lets --increment-only measure the increment again
+    return _increment(name, work, params, lake, extra, res, save)
+
+
+def _increment(name: str, work: Path, params: dict, lake: Path, extra: Path, res: dict, save) -> dict:
     # +1 %: 1 % more groups, simulated separately (other group ids) and ingested as a second
     # cluster of the same lake, since their __consumer_offsets offsets restart at 0.
     extra_params = {**params, "groups": max(1, params["groups"] // 100), "seed": params["seed"] + 1,
                     "group_prefix": "extra-group"}
-    simulate(SimConfig(out=str(extra), **extra_params))
-    fixed, _ = timed_run(run_cmd(lake), None, work / name / "run-fixed.stderr")         # nothing new: the fixed start-up cost
-    inc, _ = timed_run(run_cmd(lake, extra) + ["--cluster", "bench-extra"], None, work / name / "run-increment.stderr")
+    if not extra.is_dir():
+        simulate(SimConfig(out=str(extra), **extra_params))
+    # Nothing new: the fixed start-up of a run (process, imports, Dagster, GE; no JVM, since
+    # a run with nothing new starts none).
+    fixed, _ = timed_run(run_cmd(lake), None, work / name / "run-fixed.stderr")
+    seen: dict = {}
+    inc, _ = timed_run(run_cmd(lake, extra) + ["--cluster", "bench-extra"], seen, work / name / "run-increment.stderr")
+    jvm = re.search(r"Spark start-up ([\d.]+) s", seen.get("checks", ""))
+    jvm_s = float(jvm.group(1)) if jvm else 0.0
     res["startup_s"] = round(fixed, 1)
-    res["incremental_s"] = round(max(0.0, inc - fixed), 1)
-    print(f"[{name}] incremental {res['incremental_s']}s (+{fixed:.1f}s fixed start-up)", file=sys.stderr)
+    res["increment_jvm_start_s"] = round(jvm_s, 1)
+    res["increment_run_s"] = round(inc, 1)
+    res["incremental_s"] = round(max(0.0, inc - fixed - jvm_s), 1)
+    if res.get("pipeline_s"):
+        res["incremental_pct_of_full"] = round(100 * res["incremental_s"] / res["pipeline_s"], 1)
+    print(f"[{name}] incremental {res['incremental_s']}s (run {inc:.1f}s - no-op run {fixed:.1f}s - JVM start "
+          f"{jvm_s:.1f}s; {res.get('incremental_pct_of_full')} % of the full run)", file=sys.stderr)
     save()
     res.update(whatif_throughput(lake))
     print(f"[{name}] what-if {res['whatif_assignments_per_s']} assignments/s", file=sys.stderr)
@@ -227,6 +253,9 @@ def main(argv=None) -> int:
     ap.add_argument("--no-pipeline", action="store_true", help="only simulate, decode and parse")
     ap.add_argument("--reuse-data", action="store_true",
                     help="with --keep: reuse a size's simulated data (and its figures in --results) if present")
+    ap.add_argument("--increment-only", action="store_true",
+                    help="with --keep: measure only the no-op and +1 %% runs again, from the lake kept after "
+                         "the last full run (lake-full)")
     ap.add_argument("--results", default=str(ROOT / "bench" / "results.json"))
     args = ap.parse_args(argv)
     sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
@@ -243,9 +272,11 @@ def main(argv=None) -> int:
             pass
     try:
         for s in sizes:
-            results["sizes"][s] = results["sizes"].get(s, {}) if args.reuse_data else {}
+            keep = args.reuse_data or args.increment_only
+            results["sizes"][s] = results["sizes"].get(s, {}) if keep else {}
             bench_size(s, work, args.no_pipeline, results["sizes"][s],
-                       lambda: path.write_text(json.dumps(results, indent=1) + "\n"), reuse_data=args.reuse_data)
+                       lambda: path.write_text(json.dumps(results, indent=1) + "\n"), reuse_data=args.reuse_data,
+                       increment_only=args.increment_only)
             path.write_text(json.dumps(results, indent=1) + "\n")
     finally:
         if not args.keep:

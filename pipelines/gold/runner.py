@@ -158,7 +158,7 @@ def update_gold(lake, params: GoldParams | None = None, cluster_settings: Iterab
             version = lake.write_df(name, df, mode="overwrite", partition_by=["cluster"], app_transactions=p.positions)
         else:
             version = lake.replace_rows(name, df, keys, incremental.KEY, partition_by=["cluster"],
-                                        app_transactions=p.positions)
+                                        app_transactions=p.positions, key_partitions={(c,) for c, _ in found})
         run.rows_written[name] = lake.commit_rows(name, version)
         log.info("gold %s: %d rows written", name, run.rows_written[name])
     return run

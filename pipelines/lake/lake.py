@@ -470,6 +470,7 @@ class Lake:
         key_columns: Sequence[str],
         partition_by: Sequence[str] | None = None,
         app_transactions: Mapping[str, int] | None = None,
+        key_partitions: set[tuple] | None = None,
     ) -> int:
         """Replace every row whose `key_columns` match a row of `keys` (a Spark DataFrame)
         by the rows of `df`, in ONE Delta commit (copy-on-write delete + insert).
@@ -483,6 +484,8 @@ class Lake:
         the partitions (of partition columns among `key_columns`) the keys name are read.
         Creates the table (partitioned by `partition_by`) when missing. Keys are compared
         null-safely. Returns the table version (unchanged when there was nothing to do).
+        `key_partitions`: the keys' values of the partition columns among `key_columns` (in
+        partition-column order, as strings), when the caller knows them: saves a Spark job.
         """
         from deltalake.transaction import RemoveAction
         from pyspark.sql import functions as F
@@ -499,7 +502,7 @@ class Lake:
         parts = list(dt.metadata().partition_columns)
         keys = keys.select(*[F.col(f"`{c}`") for c in key_columns]).distinct()
 
-        candidates = self._files_for_keys(name, dt, keys, key_columns, parts)
+        candidates = self._files_for_keys(name, dt, keys, key_columns, parts, key_partitions)
         removes, old_rows = [], None
         if candidates:
             holding = self._files_holding(name, table_schema, parts, candidates, keys, key_columns)
@@ -528,7 +531,8 @@ class Lake:
         )
         return self.version(name)
 
-    def _files_for_keys(self, name: str, dt: DeltaTable, keys, key_columns: list[str], parts: list[str]) -> dict[str, dict]:
+    def _files_for_keys(self, name: str, dt: DeltaTable, keys, key_columns: list[str], parts: list[str],
+                        known: set[tuple] | None = None) -> dict[str, dict]:
         """Data files (relative path → path, uri, size, partition values) that may hold a
         key: when partition columns are key columns, only the partitions the keys name."""
         actions = pa.table(dt.get_add_actions(flatten=False)).to_pylist()
@@ -541,7 +545,9 @@ class Lake:
                      and (pa.types.is_string(schema.field(c).type) or pa.types.is_large_string(schema.field(c).type)
                           or pa.types.is_integer(schema.field(c).type))]
         wanted = None
-        if key_parts:
+        if key_parts and known is not None and len(key_parts) == len([c for c in parts if c in key_columns]):
+            wanted = {tuple(None if v is None else str(v) for v in t) for t in known}
+        elif key_parts:
             # The distinct partition values of the keys: a handful (clusters), fine to collect.
             wanted = {tuple(None if r[c] is None else str(r[c]) for c in key_parts)
                       for r in keys.select(*[f"`{c}`" for c in key_parts]).distinct().collect()}

@@ -196,7 +196,8 @@ def _increment(lake, inp: WhatifInputs, assignors: list[str], positions: dict[st
         key_set |= set(zip(old_keys.column("cluster").to_pylist(), old_keys.column("group_id").to_pylist()))
     keys = spark.createDataFrame(sorted(key_set), "cluster string, group_id string")
     for name, df in (("whatif_episodes", episodes), ("whatif_summary", summary)):
-        lake.replace_rows(name, df, keys, KEYS, partition_by=["cluster"], app_transactions=positions)
+        lake.replace_rows(name, df, keys, KEYS, partition_by=["cluster"], app_transactions=positions,
+                          key_partitions={(c,) for c, _ in key_set})
     combined.unpersist()
     _write_counts(lake, counts, positions)
     rows = {"whatif_episodes": acc[0].value, "whatif_summary": acc[1].value}
