@@ -104,6 +104,9 @@ class TableScan:
     removed: object | None = None   # rows of the files removed since `since`
     changed_reads: dict[str, object] = field(default_factory=dict)  # other table -> its new rows
     clusters: set | None = None     # clusters with changed rows (own table and changed reads)
+    # None of `clusters` had rows in the table when it was last checked (a new cluster): a
+    # scope holding the cluster is then judged on those clusters' rows alone, no key join.
+    fresh: bool = False
     files: tuple[int, int] = (0, 0)  # files added, removed
 
     _whole: object | None = None
@@ -120,7 +123,7 @@ class TableScan:
     def describe(self) -> str:
         if self.mode == INCREMENTAL:
             return (f"incremental since version {self.since} ({self.files[0]} file(s) added, "
-                    f"{self.files[1]} removed)")
+                    f"{self.files[1]} removed{', new clusters only' if self.fresh else ''})")
         if self.mode == UNCHANGED:
             return f"unchanged since version {self.since if self.since is not None else self.version}"
         return self.mode
@@ -141,6 +144,11 @@ class TableScan:
         sources = ([self.added, self.removed] if own_changed else []) + [self.changed_reads[t] for t in reads_changed]
         if any(not set(inv.scope) <= set(s.columns) for s in sources if s is not None):
             return self.whole
+        if self.fresh and "cluster" in inv.scope:
+            # Every scope value names a cluster of `clusters`, whose rows are all new: the
+            # rows of those clusters are exactly the scopes to judge (the literal filter prunes
+            # the other clusters' files), without the distinct keys and the join.
+            return _in_clusters(self.whole, self.clusters)
         keys = reduce(lambda a, b: a.unionByName(b), [s.select(*inv.scope) for s in sources if s is not None]).distinct()
         return _semi_join(self.whole, keys, inv.scope, self.clusters)
 
@@ -150,12 +158,20 @@ def _semi_join(df, keys, scope: tuple[str, ...], clusters: set | None):
     filter lets Spark skip the partitions of clusters without changes before any join."""
     from pyspark.sql import functions as F
 
-    if clusters is not None and "cluster" in df.columns:
-        df = df.where(F.col("cluster").isin(sorted(c for c in clusters if c is not None))
-                      | (F.col("cluster").isNull() if None in clusters else F.lit(False)))
+    df = _in_clusters(df, clusters)
     k = keys.select(*[F.col(c).alias(f"_k_{c}") for c in scope])
     cond = reduce(lambda a, b: a & b, [df[c].eqNullSafe(k[f"_k_{c}"]) for c in scope])
     return df.join(k, cond, "left_semi")
+
+
+def _in_clusters(df, clusters: set | None):
+    """`df`'s rows of `clusters` (None: all), as a literal filter Spark prunes partitions with."""
+    from pyspark.sql import functions as F
+
+    if clusters is None or "cluster" not in df.columns:
+        return df
+    return df.where(F.col("cluster").isin(sorted(c for c in clusters if c is not None))
+                    | (F.col("cluster").isNull() if None in clusters else F.lit(False)))
 
 
 def _rows(lake, name: str, version: int) -> int | None:
@@ -227,4 +243,7 @@ def _since(lake, scan: TableScan, last: Checked) -> TableScan:
         scan.mode, scan.since = UNCHANGED, last.version
         return scan
     scan.mode, scan.since, scan.clusters = INCREMENTAL, last.version, clusters
+    if clusters is not None:
+        before = lake.partition_values(name, "cluster", last.version)
+        scan.fresh = before is not None and not (clusters & before)
     return scan

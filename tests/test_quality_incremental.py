@@ -56,18 +56,26 @@ def runs(lake, spark, tmp_path_factory):  # noqa: F811
     same = ((F.col("cluster") == victim.cluster) & (F.col("group_id") == victim.group_id)
             & (F.col("incarnation") == victim.incarnation) & (F.col("topic") == victim.topic)
             & (F.col("partition") == victim.partition) & (F.col("start_pos") == victim.start_pos))
-    lake.write_df("ownership_intervals", own.where(same).withColumn("member_id", F.lit("intruder-1"))
-                  .withColumn("start_pos", F.lit(victim.start_pos + 1)), mode="append", partition_by=["cluster"])
+    intruder = own.where(same).withColumn("member_id", F.lit("intruder-1")).withColumn("start_pos", F.lit(victim.start_pos + 1))
+    # The same overlap in a cluster the table never had (judged without a key join) as well.
+    late = own.where(same).unionByName(intruder).withColumn("cluster", F.lit("late-cluster"))
+    lake.write_df("ownership_intervals", intruder.unionByName(late), mode="append", partition_by=["cluster"])
 
     gens = lake.read("group_generations")
     last = gens.where(~F.col("is_deletion") & (F.col("generation") >= 2)).orderBy(
         F.col("log_offset").desc(), "cluster", "group_id").first()
     top = gens.where((F.col("cluster") == last.cluster) & (F.col("coordinator_partition") == last.coordinator_partition)) \
         .agg(F.max("log_offset")).first()[0]
-    lake.write_df("group_generations", gens.where(
+    # The group's history arrives as a cluster the table never had, ending with a generation
+    # going backwards: judged on the new cluster's rows alone (no key join).
+    history = gens.where((F.col("cluster") == last.cluster) & (F.col("group_id") == last.group_id)
+                         & (F.col("incarnation") == last.incarnation))
+    backwards = gens.where(
         (F.col("cluster") == last.cluster) & (F.col("coordinator_partition") == last.coordinator_partition)
-        & (F.col("log_offset") == last.log_offset)).withColumn("log_offset", F.lit(top + 1000).cast("long"))
-        .withColumn("generation", F.lit(last.generation - 1)), mode="append", partition_by=["cluster"])
+        & (F.col("log_offset") == last.log_offset)).withColumn("log_offset", F.lit(top + 1000).cast("long")) \
+        .withColumn("generation", F.lit(last.generation - 1))
+    lake.write_df("group_generations", history.unionByName(backwards).withColumn("cluster", F.lit("late-cluster")),
+                  mode="append", partition_by=["cluster"])
 
     commits = lake.read("offset_commits")
     c = commits.where(~F.col("is_deletion")).orderBy("cluster", "coordinator_partition", "log_offset").first()
@@ -101,6 +109,8 @@ def test_appended_violations_are_found_by_an_incremental_check(runs):
     for t in ("ownership_intervals", "group_generations", "offset_commits"):
         assert by[t].checked.startswith("incremental since version"), by[t].checked
     assert by["offsets_records"].checked.startswith("unchanged")
+    assert by["group_generations"].checked.endswith("new clusters only)")
+    assert not by["ownership_intervals"].checked.endswith("new clusters only)")
     found = _violations(runs["third"])
     assert set(found) == {"ownership_intervals", "group_generations", "offset_commits"}
     assert set(found["ownership_intervals"]) == {"intervals_never_overlap"}
@@ -109,11 +119,12 @@ def test_appended_violations_are_found_by_an_incremental_check(runs):
     # The overlap is reported on the OLD interval (not in the new files): the scope brought it in.
     v = runs["victim"]
     keys = by["ownership_intervals"].failed()[0].failing_keys
-    assert any(k["group_id"] == v.group_id and k["start_pos"] == v.start_pos and k["member_id"] == v.member_id
-               and "intruder-1" in k["detail"] for k in keys), keys
+    for cluster in (v.cluster, "late-cluster"):
+        assert any(k["cluster"] == cluster and k["group_id"] == v.group_id and k["start_pos"] == v.start_pos
+                   and k["member_id"] == v.member_id and "intruder-1" in k["detail"] for k in keys), keys
     g, offset = runs["generation"]
     [k] = by["group_generations"].failed()[0].failing_keys
-    assert (k["cluster"], k["group_id"], k["log_offset"]) == (g.cluster, g.group_id, offset)
+    assert (k["cluster"], k["group_id"], k["log_offset"]) == ("late-cluster", g.group_id, offset)
 
 
 def test_incremental_check_equals_a_whole_table_check(runs):

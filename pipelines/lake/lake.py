@@ -409,6 +409,14 @@ class Lake:
             out |= {v for p, v in before.items() if p not in now}
         return out
 
+    def partition_values(self, name: str, column: str, version: int | None = None) -> set | None:
+        """The values of partition column `column` among the files of `name` (at `version`),
+        from the log; None when `column` is not a partition column."""
+        dt = self.table(name, version)
+        if column not in dt.metadata().partition_columns:
+            return None
+        return set(pa.table(dt.get_add_actions(flatten=True)).column(f"partition.{column}").to_pylist())
+
     def file_exists(self, uri: str) -> bool:
         """Whether a data file (a URI from `file_changes`) is still stored (not vacuumed).
         False when it cannot be told (an object store without credentials in the environment):
