@@ -150,8 +150,10 @@ def bench_size(name: str, work: Path, skip_pipeline: bool, res: dict, save=lambd
     if increment_only:
         if not full_copy.is_dir() or res.get("pipeline_s") is None:
             raise SystemExit(f"--increment-only needs {full_copy} and the size's figures from an earlier run")
-        shutil.rmtree(lake, ignore_errors=True)
-        shutil.copytree(full_copy, lake)
+        for kept, live in ((full_copy, lake), (full_copy.with_name("report-full"), lake.with_name("report"))):
+            shutil.rmtree(live, ignore_errors=True)
+            if kept.is_dir():
+                shutil.copytree(kept, live)
         return _increment(name, work, params, lake, extra, res, save)
     reuse = reuse_data and data.is_dir() and len(simulated) == len(SIMULATED)
     for d in (extra, lake, full_copy) if reuse else (data, extra, lake, full_copy):
@@ -187,7 +189,12 @@ def bench_size(name: str, work: Path, skip_pipeline: bool, res: dict, save=lambd
     res["peak_rss_mb"] = round(peak / 2**20)
     print(f"[{name}] pipeline {wall:.1f}s, peak RSS {res['peak_rss_mb']} MB", file=sys.stderr)
     save()
-    shutil.copytree(lake, full_copy)  # not timed: lets --increment-only measure the increment again
+    # Not timed: lets --increment-only measure the increment again (the report beside the
+    # lake belongs to it: a report of another lake state would be rewritten by the no-op run).
+    shutil.copytree(lake, full_copy)
+    shutil.rmtree(full_copy.with_name("report-full"), ignore_errors=True)
+    if lake.with_name("report").is_dir():
+        shutil.copytree(lake.with_name("report"), full_copy.with_name("report-full"))
     return _increment(name, work, params, lake, extra, res, save)
 
 
