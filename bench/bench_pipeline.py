@@ -230,10 +230,15 @@ def whatif_throughput(lake: Path) -> dict:
     """A full what-if rebuild of the lake, timed in a process of its own (one SparkContext each)."""
     out = subprocess.run([sys.executable, str(ROOT / "bench" / "bench_whatif.py"), "--groups", "1",
                           "--generations", "1", "--lake", str(lake)], capture_output=True, text=True)
-    if out.returncode != 0:
+    lines = out.stdout.strip().splitlines()
+    if out.returncode != 0 and not (lines and lines[-1].startswith("{")):
         # Show why: a bare CalledProcessError would hide the child's stderr.
         raise RuntimeError(f"bench_whatif.py exited {out.returncode}:\n{out.stderr[-4000:]}")
-    figures = json.loads(out.stdout.strip().splitlines()[-1])
+    if out.returncode != 0:
+        # Seen once in a while: the process aborts in interpreter teardown ("terminate called
+        # without an active exception", a native thread pool) after printing its figures.
+        print(f"bench_whatif.py exited {out.returncode} after printing its figures (kept)", file=sys.stderr)
+    figures = json.loads(lines[-1])
     return {"whatif_assignments_per_s": figures["whatif_assignments_per_s"], "whatif_s": figures["whatif_s"],
             "whatif_assignments": figures["whatif_assignments"]}
 
