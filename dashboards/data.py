@@ -36,6 +36,8 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from dashboards.safe import group_hash
+
 GROUP_KEYS = ("cluster", "group_id")
 
 # Tables the report reads (SPEC.md "Tables"). Gold and what-if ones may be absent.
@@ -572,7 +574,7 @@ def load_changed(t: LakeTables, caps: Caps, keys: list[tuple[str, str]], previou
     the merged figures give other caps than before: every page may then differ."""
     sub = t.restricted(keys)
     fresh = group_stats(sub)
-    touched = pa.array(sorted({_key(c, g) for c, g in keys}))
+    touched = pa.array(sorted({group_hash(c, g) for c, g in keys}))
     kept = previous.filter(pc.invert(pc.is_in(previous.column("key"), value_set=touched)))
     parts = [x for x in (kept, fresh) if x is not None and x.num_rows]
     if not parts:
@@ -586,13 +588,6 @@ def load_changed(t: LakeTables, caps: Caps, keys: list[tuple[str, str]], previou
     if fresh is None or fresh.num_rows == 0:
         return data
     return _load_pages(sub, fresh, data)
-
-
-def _key(cluster: str, group_id: str) -> str:
-    """A group's `key` (see `group_key_col`), on the driver."""
-    from dashboards.safe import group_hash
-
-    return group_hash(cluster, group_id)
 
 
 def _load_pages(t: LakeTables, stats: pa.Table, data: ReportData) -> ReportData:

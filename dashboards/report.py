@@ -108,6 +108,10 @@ def _state(out: Path) -> dict | None:
         kept = json.loads((out / INPUTS_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+    needed = ("inputs", "groups", "overview_pages", "missing_tables", "caps_effective")
+    if not isinstance(kept, dict) or any(k not in kept for k in needed) or not isinstance(kept["inputs"], dict) \
+            or "tables" not in kept["inputs"]:
+        return None  # damaged, or written by another version: the report is written whole
     return kept if (out / overview_name(1)).is_file() else None
 
 
@@ -149,10 +153,14 @@ def _incremental(lake, out: Path, kept: dict | None, inputs: dict, tables: LakeT
     before = kept["inputs"]
     if any(before.get(k) != inputs[k] for k in ("format", "page_size", "caps")):
         return None
+    try:
+        previous, previous_caps = pq.read_table(out / STATS_FILE), Caps(**kept["caps_effective"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # kept state unreadable (damaged, or from another version): write it whole
     keys = _changed_groups(lake, before["tables"], inputs["tables"])
     if keys is None or len(keys) > max(1, kept["groups"] // 2):
         return None  # half the groups or more: the whole report costs about the same
-    data = load_changed(tables, caps, keys, pq.read_table(out / STATS_FILE), Caps(**kept["caps_effective"]))
+    data = load_changed(tables, caps, keys, previous, previous_caps)
     return None if data is None else (data, keys)
 
 

@@ -395,3 +395,22 @@ def test_changed_groups_rewrite_their_pages_and_equal_a_whole_report(gold_lake, 
     assert _pages(out) == _pages(tmp_path / "whole")
     changed = f"groups/{page_name(g.cluster, g.group_id)}"
     assert before[changed] != _pages(out)[changed]
+
+
+def test_damaged_report_state_means_a_whole_rewrite(gold_lake, report, tmp_path):  # noqa: F811
+    """A damaged `.inputs.json`, or a damaged `.stats.parquet` when a table changed, is never
+    trusted: the report is written whole."""
+    import json
+    import shutil
+
+    for damage in (".inputs.json", ".stats.parquet"):
+        out = tmp_path / damage.strip(".")
+        shutil.copytree(report.out_dir, out)
+        if damage == ".stats.parquet":
+            state = json.loads((out / ".inputs.json").read_text())
+            state["inputs"]["tables"]["rebalance_episodes"] -= 1  # a table "changed" since
+            (out / ".inputs.json").write_text(json.dumps(state))
+        (out / damage).write_text("{not json")
+        again = write_report(gold_lake, out, page_size=500)
+        assert not again.unchanged and again.rewritten_groups is None
+        assert again.groups == report.groups

@@ -141,7 +141,7 @@ def touched_groups(lake, p: Plan):
     def whole(t, clusters):
         # A whole table joined with the increment's keys: read only the increment's
         # clusters (known from the log), so the other clusters' files are not scanned.
-        return lake.read(t).where(F.col("cluster").isin(sorted(clusters)))
+        return lake.read(t, clusters=clusters)
 
     parts = []
     new_commits = None
@@ -209,6 +209,6 @@ def _hole_groups(lake, p: Plan) -> list:
     out = []
     for s in ("offset_commits", "group_generations"):
         if lake.exists(s):
-            out.append(lake.read(s).where(F.col("cluster").isin(sorted(clusters)))
+            out.append(lake.read(s, clusters=clusters)
                        .join(F.broadcast(changed), ["cluster", "coordinator_partition"], "left_semi").select(*KEY))
     return out

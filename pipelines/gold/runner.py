@@ -74,17 +74,18 @@ def read_inputs(lake, versions: Mapping[str, int] | None = None, keys=None,
     if missing:
         raise GoldInputError(f"silver tables missing from the lake: {', '.join(missing)} (run the silver update first)")
     versions = versions or {}
-    kw = {t: lake.read(t, versions.get(t)) for t in (*REQUIRED, *OPTIONAL) if lake.exists(t)}
+    kw = {t: lake.read(t, versions.get(t), clusters=clusters if t in GROUP_KEYED else None)
+          for t in (*REQUIRED, *OPTIONAL) if lake.exists(t)}
     if keys is not None:
         k = F.broadcast(keys)
         for t in GROUP_KEYED:
             if t in kw and "group_id" in kw[t].columns:
-                kw[t] = _in_clusters(kw[t], clusters).join(k, ["cluster", "group_id"], "left_semi")
+                kw[t] = kw[t].join(k, ["cluster", "group_id"], "left_semi")
     if lake.exists("offsets_records"):
         # Where the input has holes (compaction, retention): bronze positions per partition.
-        b = lake.read("offsets_records", versions.get("offsets_records")).select("cluster", "partition", "offset", "control")
+        b = lake.read("offsets_records", versions.get("offsets_records"), clusters=clusters) \
+            .select("cluster", "partition", "offset", "control")
         if keys is not None:
-            b = _in_clusters(b, clusters)
             # Only the coordinator partitions of the touched groups.
             cp = kw["offset_commits"].select("cluster", "coordinator_partition") \
                 .unionByName(kw["group_generations"].select("cluster", "coordinator_partition")).distinct() \
@@ -92,14 +93,6 @@ def read_inputs(lake, versions: Mapping[str, int] | None = None, keys=None,
             b = b.join(F.broadcast(cp), ["cluster", "partition"], "left_semi")
         kw["bronze_positions"] = b
     return GoldInputs(**kw)
-
-
-def _in_clusters(df, clusters):
-    """`df` restricted to `clusters` by a literal filter on the partition column, which Spark
-    turns into partition pruning (a join with the keys alone would scan every file)."""
-    from pyspark.sql import functions as F
-
-    return df if clusters is None else df.where(F.col("cluster").isin(sorted(set(clusters))))
 
 
 def write_cluster_settings(lake, rows: Iterable[Mapping]) -> int:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -323,11 +323,19 @@ class Lake:
             self._spark = self._spark()
         return self._spark
 
-    def read(self, name: str, version: int | None = None):
-        """The table (latest snapshot, or `version`) as a Spark DataFrame."""
+    def read(self, name: str, version: int | None = None, clusters: Iterable[str] | None = None):
+        """The table (latest snapshot, or `version`) as a Spark DataFrame. With `clusters`, only
+        the files of those `cluster` partitions are read (pruned in the log, before Spark lists
+        anything); a table not partitioned by cluster is read whole."""
         dt = self.table(name, version)
         schema = pa.schema(dt.schema().to_arrow())
-        return sparkio.read_files(self.spark, self.uri(name), dt.file_uris(), schema, list(dt.metadata().partition_columns))
+        parts = list(dt.metadata().partition_columns)
+        if clusters is None or "cluster" not in parts:
+            files = dt.file_uris()
+        else:
+            wanted = sorted(set(clusters))
+            files = dt.file_uris(partition_filters=[("cluster", "in", wanted)]) if wanted else []
+        return sparkio.read_files(self.spark, self.uri(name), files, schema, parts)
 
     def write_df(
         self,
