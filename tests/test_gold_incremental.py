@@ -15,6 +15,7 @@ import pytest
 from spark_fixture import spark  # noqa: F401
 
 from pipelines.gold import GoldParams, runner
+from pipelines.gold import incremental as gold_plan
 from pipelines.ingest.logs import ingest_logs
 from pipelines.ingest.schemas import OFFSETS_RECORDS, ensure
 from pipelines.lake import Lake
@@ -27,6 +28,8 @@ pytestmark = pytest.mark.spark
 # a storm; idle_overprovisioned is complete in the first part (must stay untouched).
 SPLIT = ("crash_autocommit", "cooperative_rolling", "kip848_consumer_protocol", "storm_flapping")
 WHOLE_FIRST = ("idle_overprovisioned",)
+# A cluster the lake first sees in the second increment (gold takes a shortcut for it).
+WHOLE_SECOND = ("poll_timeout",)
 # Storm parameters at the recordings' minute-long scale (see docs/gold.md).
 PARAMS = GoldParams(storm_min_rebalances=10, storm_window_minutes=1.0)
 
@@ -90,9 +93,14 @@ def runs(tmp_path_factory, spark):  # noqa: F811
     versions1 = {t: lake.version(t) for t in runner.GOLD_TABLES}
     untouched = {t: [r for r in lake.read_arrow(t).to_pylist() if r["cluster"] in WHOLE_FIRST] for t in runner.GOLD_TABLES}
 
+    for s in WHOLE_SECOND:
+        second += wire_rows(s)
     ingest(lake, second)
     ingest_logs(lake, [str(RECORDINGS / "crash_autocommit" / "server.log")], cluster="crash_autocommit")
+    for s in WHOLE_SECOND:
+        ingest_logs(lake, [str(RECORDINGS / s / "server.log")], cluster=s)
     build_silver(lake)
+    fresh = gold_plan._fresh_clusters(lake, gold_plan.plan(lake, runner.GOLD_TABLES, PARAMS, None))
     run2 = runner.update_gold(lake, PARAMS)
     incremental = snapshot(lake)
     versions2 = {t: lake.version(t) for t in runner.GOLD_TABLES}
@@ -103,7 +111,8 @@ def runs(tmp_path_factory, spark):  # noqa: F811
     full = runner.update_gold(lake, PARAMS, full=True)
     rebuilt = snapshot(lake)
     return {"lake": lake, "run1": run1, "run2": run2, "run3": run3, "full": full, "incremental": incremental,
-            "rebuilt": rebuilt, "versions": (versions1, versions2, versions3), "untouched": untouched}
+            "rebuilt": rebuilt, "versions": (versions1, versions2, versions3), "untouched": untouched,
+            "fresh": fresh}
 
 
 def test_first_run_is_full_and_second_incremental(runs):
@@ -113,11 +122,18 @@ def test_first_run_is_full_and_second_incremental(runs):
     lake = runs["lake"]
     groups = {(r["cluster"], r["group_id"]) for t in ("offset_commits", "group_generations", "consumer_group_epochs")
               for r in lake.read_arrow(t, columns=["cluster", "group_id"]).to_pylist()}
-    split = {g for g in groups if g[0] in SPLIT}
+    split = {g for g in groups if g[0] in SPLIT + WHOLE_SECOND}
     assert len(split) < len(groups)
     assert 0 < runs["run2"].groups <= len(split)
     v1, v2, _ = runs["versions"]
     assert all(v2[t] == v1[t] + 1 for t in runner.GOLD_TABLES)  # one commit per table
+
+
+def test_a_cluster_new_to_the_lake_is_told_apart_from_the_log(runs):
+    # Its groups come from its new rows alone; the other clusters keep every cross-group rule.
+    assert runs["fresh"] == set(WHOLE_SECOND)
+    assert {r["cluster"] for r in runs["lake"].read_arrow("ownership_intervals", columns=["cluster"]).to_pylist()} \
+        >= set(WHOLE_SECOND)
 
 
 def test_incremental_equals_full_rebuild(runs):

@@ -29,6 +29,10 @@ Cross-group dependencies, and how they are covered:
 * sampled log-end offsets (`partition_end_offsets`, live): groups with commits on a
   topic-partition that got new samples.
 
+A cluster none of the inputs had at gold's positions (a cluster added to the lake) needs
+none of these: all its rows are new, so the groups of its new rows are all its groups, and
+gold has no rows of it. The rules above look only at the clusters gold has seen.
+
 A full rebuild (every table overwritten) happens when: a gold table is missing or has no
 positions, an input table appeared since, the parameters' fingerprint changed, the `cluster_settings` version changed, an
 input's version went backwards, or an input was not only appended to (files removed:
@@ -143,6 +147,13 @@ def touched_groups(lake, p: Plan):
         # clusters (known from the log), so the other clusters' files are not scanned.
         return lake.read(t, clusters=clusters)
 
+    fresh = _fresh_clusters(lake, p)
+
+    def seen(table):
+        """Clusters `table` got new files in that gold has seen before (None: unknown, all)."""
+        new = _new_clusters(lake, p, table)
+        return None if new is None else new - fresh
+
     parts = []
     new_commits = None
     for t in GROUP_INPUTS:
@@ -152,23 +163,23 @@ def touched_groups(lake, p: Plan):
         if t == "offset_commits":
             new_commits = df
         parts.append(df.select(*KEY))
-    parts += _hole_groups(lake, p)
-    if new_commits is not None and lake.exists("ownership_intervals"):
+    parts += _hole_groups(lake, p, seen(BRONZE_OFFSETS) if BRONZE_OFFSETS in p.versions else set())
+    if new_commits is not None and lake.exists("ownership_intervals") and seen("offset_commits") != set():
         # The data end of the coordinator partitions with new commits moved: open intervals there.
         moved = new_commits.where(~F.col("is_deletion")).select("cluster", "coordinator_partition").distinct()
-        open_iv = whole("ownership_intervals", _new_clusters(lake, p, "offset_commits")).where(F.col("to_ms").isNull() & (F.col("owner_kind") == "member"))
+        open_iv = whole("ownership_intervals", seen("offset_commits")).where(F.col("to_ms").isNull() & (F.col("owner_kind") == "member"))
         parts.append(open_iv.join(F.broadcast(moved), ["cluster", "coordinator_partition"], "left_semi").select(*KEY))
     topics = new("topic_ids")
-    if topics is not None:
+    if topics is not None and seen("topic_ids") != set():
         ids = topics.select("cluster", "topic_id").distinct()
         for t in ("current_assignments", "target_assignments"):
             if lake.exists(t):
-                parts.append(whole(t, _new_clusters(lake, p, "topic_ids"))
+                parts.append(whole(t, seen("topic_ids"))
                              .join(F.broadcast(ids), ["cluster", "topic_id"], "left_semi").select(*KEY))
     samples = new("partition_end_offsets")
-    if samples is not None:
+    if samples is not None and seen("partition_end_offsets") != set():
         tps = samples.select("cluster", "topic", "partition").distinct()
-        parts.append(whole("offset_commits", _new_clusters(lake, p, "partition_end_offsets"))
+        parts.append(whole("offset_commits", seen("partition_end_offsets"))
                      .join(F.broadcast(tps), ["cluster", "topic", "partition"], "left_semi")
                      .select(*KEY))
     if not parts:
@@ -179,22 +190,43 @@ def touched_groups(lake, p: Plan):
     return out.where(F.col("group_id").isNotNull()).distinct()
 
 
-def _new_clusters(lake, p: Plan, table: str) -> set:
-    """Clusters with files added to `table` since gold's position (from the log, no scan)."""
+def _new_clusters(lake, p: Plan, table: str) -> set | None:
+    """Clusters with files added to `table` since gold's position (from the log, no scan);
+    None when the table is not partitioned by cluster (then unknown)."""
     return lake.added_partition_values(table, p.since[table], "cluster")
 
 
-def _hole_groups(lake, p: Plan) -> list:
+def _fresh_clusters(lake, p: Plan) -> set:
+    """Clusters with new files in some input and no file in any input at gold's positions
+    (from the logs). Empty when an input is not partitioned by cluster: unknown, no shortcut."""
+    added, known = set(), set()
+    for t, since in p.since.items():
+        new = lake.added_partition_values(t, since, "cluster")
+        try:
+            old = lake.partition_values(t, "cluster", since) if since >= 0 else set()
+        except Exception:  # noqa: BLE001 - that version's log is gone: no shortcut, the safe way
+            return set()
+        if new is None or old is None:
+            return set()
+        added |= new
+        known |= old
+    return added - known
+
+
+def _hole_groups(lake, p: Plan, clusters: set | None) -> list:
     """Groups in the coordinator partitions whose set of missing offsets the new bronze
-    rows may change (a jump of more than one offset, or rows below the previous end)."""
+    rows may change (a jump of more than one offset, or rows below the previous end), in
+    `clusters` (those gold has seen; None: every cluster)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     t = BRONZE_OFFSETS
-    if t not in p.versions or p.since[t] >= p.versions[t]:
+    if t not in p.versions or p.since[t] >= p.versions[t] or clusters == set():
         return []
     since = p.since[t]
     new = lake.read_since(t, "ingest_version", since, p.versions[t]).select("cluster", "partition", "offset")
+    if clusters is not None:
+        new = new.where(F.col("cluster").isin(sorted(clusters)))
     ends = lake.partition_max(t, "offset", since) if since >= 0 else {}
     spark = lake.spark
     old = spark.createDataFrame([(c, int(part), int(m)) for (c, part), m in ends.items()],
@@ -205,7 +237,6 @@ def _hole_groups(lake, p: Plan) -> list:
     changed = n.where(F.col("_old_end").isNull() | (F.col("offset") < F.col("_old_end"))
                       | (F.col("offset") - F.col("_prev") > 2)) \
         .select("cluster", F.col("partition").alias("coordinator_partition")).distinct()
-    clusters = _new_clusters(lake, p, t)
     out = []
     for s in ("offset_commits", "group_generations"):
         if lake.exists(s):

@@ -166,8 +166,11 @@ def _update_classic(lake, run: SilverRun, decoded: DataFrame, pending: dict, pre
             return
         prior = None
         if lake.exists("group_generations"):
+            # Only the clusters the increment touches: the other clusters' history is not
+            # read (None: bronze not partitioned by cluster, read it all).
+            clusters = lake.added_partition_values(BRONZE_OFFSETS, gen_since, "cluster")
             prior = (
-                lake.read("group_generations")
+                lake.read("group_generations", clusters=clusters)
                 .where(F.col("is_deletion"))
                 .groupBy("cluster", "group_id")
                 .agg(F.count("*").alias("deletions"))
