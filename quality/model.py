@@ -52,7 +52,7 @@ class Invariant:
     # A row-level invariant also gives (condition, key columns, detail) so the engine can
     # evaluate every row-level invariant of a table in ONE pass over it instead of one each.
     row: Callable[[], tuple[Column, list[str], Column]] | None = None
-    # What an incremental check may restrict the table to (see quality.scope):
+    # What an incremental check may restrict the table to (see quality.incremental):
     # None: the whole table is needed; (): each row is judged alone, so new rows suffice;
     # (columns): the violations of one value of these columns depend only on the rows with
     # that value (a group, a partition), so the values the new or removed rows carry suffice.

@@ -100,7 +100,7 @@ def runs(tmp_path_factory, spark):  # noqa: F811
     for s in WHOLE_SECOND:
         ingest_logs(lake, [str(RECORDINGS / s / "server.log")], cluster=s)
     build_silver(lake)
-    fresh = gold_plan._fresh_clusters(lake, gold_plan.plan(lake, runner.GOLD_TABLES, PARAMS, None))
+    _, fresh = gold_plan._cluster_changes(lake, gold_plan.plan(lake, runner.GOLD_TABLES, PARAMS, None))
     run2 = runner.update_gold(lake, PARAMS)
     incremental = snapshot(lake)
     versions2 = {t: lake.version(t) for t in runner.GOLD_TABLES}

@@ -142,17 +142,13 @@ def touched_groups(lake, p: Plan):
     def new(t):
         return lake.added_since(t, p.since[t]) if t in p.versions and p.since[t] < p.versions[t] else None
 
-    def whole(t, clusters):
-        # A whole table joined with the increment's keys: read only the increment's
-        # clusters (known from the log), so the other clusters' files are not scanned.
-        return lake.read(t, clusters=clusters)
-
-    fresh = _fresh_clusters(lake, p)
+    added, fresh = _cluster_changes(lake, p)
 
     def seen(table):
-        """Clusters `table` got new files in that gold has seen before (None: unknown, all)."""
-        new = _new_clusters(lake, p, table)
-        return None if new is None else new - fresh
+        """Clusters `table` got new files in that gold has seen before (None: unknown, all).
+        Reads of whole tables below are pruned to them in the log: the other clusters'
+        files are not scanned."""
+        return None if added[table] is None else added[table] - fresh
 
     parts = []
     new_commits = None
@@ -167,19 +163,19 @@ def touched_groups(lake, p: Plan):
     if new_commits is not None and lake.exists("ownership_intervals") and seen("offset_commits") != set():
         # The data end of the coordinator partitions with new commits moved: open intervals there.
         moved = new_commits.where(~F.col("is_deletion")).select("cluster", "coordinator_partition").distinct()
-        open_iv = whole("ownership_intervals", seen("offset_commits")).where(F.col("to_ms").isNull() & (F.col("owner_kind") == "member"))
+        open_iv = lake.read("ownership_intervals", clusters=seen("offset_commits")).where(F.col("to_ms").isNull() & (F.col("owner_kind") == "member"))
         parts.append(open_iv.join(F.broadcast(moved), ["cluster", "coordinator_partition"], "left_semi").select(*KEY))
     topics = new("topic_ids")
     if topics is not None and seen("topic_ids") != set():
         ids = topics.select("cluster", "topic_id").distinct()
         for t in ("current_assignments", "target_assignments"):
             if lake.exists(t):
-                parts.append(whole(t, seen("topic_ids"))
+                parts.append(lake.read(t, clusters=seen("topic_ids"))
                              .join(F.broadcast(ids), ["cluster", "topic_id"], "left_semi").select(*KEY))
     samples = new("partition_end_offsets")
     if samples is not None and seen("partition_end_offsets") != set():
         tps = samples.select("cluster", "topic", "partition").distinct()
-        parts.append(whole("offset_commits", seen("partition_end_offsets"))
+        parts.append(lake.read("offset_commits", clusters=seen("partition_end_offsets"))
                      .join(F.broadcast(tps), ["cluster", "topic", "partition"], "left_semi")
                      .select(*KEY))
     if not parts:
@@ -190,27 +186,26 @@ def touched_groups(lake, p: Plan):
     return out.where(F.col("group_id").isNotNull()).distinct()
 
 
-def _new_clusters(lake, p: Plan, table: str) -> set | None:
-    """Clusters with files added to `table` since gold's position (from the log, no scan);
-    None when the table is not partitioned by cluster (then unknown)."""
-    return lake.added_partition_values(table, p.since[table], "cluster")
+def _cluster_changes(lake, p: Plan) -> tuple[dict[str, set | None], set]:
+    """From the logs: per input, the clusters of its files added since gold's position (None:
+    not partitioned by cluster, unknown); and the clusters new to gold, with new files in some
+    input and no file in any input at gold's positions (empty when any input's clusters are
+    unknown: no shortcut)."""
+    from deltalake.exceptions import DeltaError
 
+    from pipelines.lake import LakeError
 
-def _fresh_clusters(lake, p: Plan) -> set:
-    """Clusters with new files in some input and no file in any input at gold's positions
-    (from the logs). Empty when an input is not partitioned by cluster: unknown, no shortcut."""
-    added, known = set(), set()
+    added = {t: lake.added_partition_values(t, since, "cluster") for t, since in p.since.items()}
+    known: set = set()
     for t, since in p.since.items():
-        new = lake.added_partition_values(t, since, "cluster")
         try:
             old = lake.partition_values(t, "cluster", since) if since >= 0 else set()
-        except Exception:  # noqa: BLE001 - that version's log is gone: no shortcut, the safe way
-            return set()
-        if new is None or old is None:
-            return set()
-        added |= new
+        except (DeltaError, LakeError):
+            return added, set()  # that version's log is gone: no shortcut, the safe way
+        if added[t] is None or old is None:
+            return added, set()
         known |= old
-    return added - known
+    return added, set().union(*added.values()) - known
 
 
 def _hole_groups(lake, p: Plan, clusters: set | None) -> list:

@@ -473,10 +473,7 @@ class Lake:
         when the file holding it is. A rewrite of old rows (`optimize`) makes them count as
         added again, so a consumer must treat the result as "possibly new" (idempotent use).
         """
-        dt = self.table(name)
-        schema = pa.schema(dt.schema().to_arrow())
-        files = self.files_added_since(name, version)
-        return sparkio.read_files(self.spark, self.uri(name), files, schema, list(dt.metadata().partition_columns))
+        return self.rows_of_files(name, self.files_added_since(name, version))
 
     def replace_rows(
         self,
