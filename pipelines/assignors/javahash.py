@@ -39,6 +39,15 @@ def string_hash(s: str) -> int:
     return _to_int32(h)
 
 
+def coordinator_partition(group_id: str, offsets_partitions: int) -> int:
+    """The ``__consumer_offsets`` partition of a group: ``Utils.abs(groupId.hashCode()) % n``.
+
+    Kafka's ``Utils.abs`` is Math.abs except that Integer.MIN_VALUE maps to 0 (Math.abs would
+    leave it negative)."""
+    h = string_hash(group_id)
+    return (0 if h == -2**31 else abs(h)) % offsets_partitions
+
+
 def uuid_hash(msb: int, lsb: int) -> int:
     """`org.apache.kafka.common.Uuid.hashCode()`: fold of `msb ^ lsb`."""
     x = (msb ^ lsb) & 0xFFFFFFFFFFFFFFFF

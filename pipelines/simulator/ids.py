@@ -4,16 +4,7 @@ from __future__ import annotations
 import base64
 import random
 
-from pipelines.assignors.javahash import string_hash
-
-
-def partition_for(group_id: str, num_partitions: int) -> int:
-    """`Utils.abs(groupId.hashCode()) % offsets.topic.num.partitions`.
-
-    Kafka's `Utils.abs` is Math.abs except that Integer.MIN_VALUE maps to 0 (Math.abs would
-    leave it negative)."""
-    h = string_hash(group_id)
-    return (0 if h == -2**31 else abs(h)) % num_partitions
+from pipelines.assignors.javahash import coordinator_partition as partition_for  # noqa: F401  (re-exported)
 
 
 def java_uuid(rng: random.Random) -> str:

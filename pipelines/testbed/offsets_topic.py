@@ -4,9 +4,11 @@ A plain librdkafka consumer with ``assign()`` on all partitions from the beginni
 (no group membership, no commits, so reading leaves no trace in the topic) reads up
 to the high watermark each partition had when reading began.
 
-Kafka 0.9 writes magic-0 messages: they carry no timestamp, so ``timestamp`` is None
-for them (librdkafka reports TIMESTAMP_NOT_AVAILABLE). Key and value are the exact
-bytes the coordinator wrote; a tombstone has ``value`` None.
+``isolation`` is librdkafka's ``isolation.level``: ``read_committed`` (the default, what a
+user's consumer sees: records of aborted transactions left out) or ``read_uncommitted``.
+Control records (transaction markers) are never delivered by librdkafka: they show as gaps
+in the offsets. Key and value are the exact bytes the coordinator wrote; a tombstone has
+``value`` None.
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Mapping
 
-from .broker import CLIENT_PROPERTIES, OFFSETS_TOPIC, librdkafka_log
+from .broker import OFFSETS_TOPIC, librdkafka_log
 
 
 @dataclass(frozen=True)
@@ -31,18 +33,18 @@ _TS_TYPES = {1: "create", 2: "log_append"}
 
 
 def read_offsets_topic(bootstrap_servers: str, *, client_properties: Mapping[str, object] | None = None,
-                       timeout: float = 30.0, topic: str = OFFSETS_TOPIC) -> list[OffsetsTopicRecord]:
+                       timeout: float = 30.0, topic: str = OFFSETS_TOPIC,
+                       isolation: str = "read_committed") -> list[OffsetsTopicRecord]:
     """All records of ``topic`` (default ``__consumer_offsets``), by partition then offset.
 
-    ``client_properties`` are extra librdkafka properties; the 0.9 fallback ones are
-    the default. Raises TimeoutError if the partitions cannot be read to their high
+    ``client_properties`` are extra librdkafka properties. Raises TimeoutError if the partitions cannot be read to their high
     watermark within ``timeout`` seconds, and RuntimeError on a consumer error.
     """
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
     props = {
-        **CLIENT_PROPERTIES,
         **dict(client_properties or {}),
+        "isolation.level": isolation,
         "bootstrap.servers": bootstrap_servers,
         # librdkafka requires a group id even for assign(); with no subscribe() and no
         # commits it never joins or writes anything under it.
@@ -50,7 +52,9 @@ def read_offsets_topic(bootstrap_servers: str, *, client_properties: Mapping[str
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
         "auto.offset.reset": "earliest",
-        "enable.partition.eof": False,
+        # End of partition, not the high watermark, says a partition is read: with
+        # transactions the last offsets can be control records, never delivered.
+        "enable.partition.eof": True,
         "logger": librdkafka_log,
     }
     deadline = time.monotonic() + timeout
@@ -80,6 +84,7 @@ def read_offsets_topic(bootstrap_servers: str, *, client_properties: Mapping[str
                 err = msg.error()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
+                        remaining.pop(msg.partition(), None)
                         continue
                     raise RuntimeError(f"reading {topic}: {err}")
                 p, off = msg.partition(), msg.offset()
@@ -89,8 +94,6 @@ def read_offsets_topic(bootstrap_servers: str, *, client_properties: Mapping[str
                     timestamp=ts if ts_type in _TS_TYPES and ts >= 0 else None,
                     timestamp_type=_TS_TYPES.get(ts_type),
                     key=msg.key(), value=msg.value()))
-                if p in remaining and off + 1 >= remaining[p]:
-                    del remaining[p]
         records.sort(key=lambda r: (r.partition, r.offset))
         return records
     finally:

@@ -4,12 +4,15 @@ A scenario is a list of steps run in order by ``run_scenario``: create a topic, 
 or stop a producer writing steady traffic, members joining (each a real librdkafka
 consumer in its own OS process, see ``member.py``), leaving cleanly (close() →
 LeaveGroup), crashing (SIGKILL: the coordinator only notices at session timeout),
-waiting for the group to settle, for the members to drain the topic, or plain sleeps.
+stalling (a member stops polling past ``max.poll.interval.ms``), brokers stopped and
+started, waiting for the group to settle, for the members to drain the topic, or plain
+sleeps. Members speak the classic protocol with a client-side assignor, or KIP-848's
+consumer protocol (``group.protocol=consumer``) with a server-side one.
 
 Ground truth lands in ``workdir``: ``<member>.jsonl`` per member (what it was
 assigned, processed and committed; see ``member.py``), ``driver.jsonl`` (every step
 with its wall-clock time, kills, producer totals), ``<member>.stderr`` (librdkafka's
-own log lines). ``default_scenario()`` is the short one the demo runs.
+own log lines). ``SCENARIOS`` are the named ones the tests and the demo run.
 """
 from __future__ import annotations
 
@@ -24,18 +27,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Union
 
-from .broker import CLIENT_PROPERTIES, BrokerError, KafkaBroker, librdkafka_log
+from .broker import BrokerError, KafkaCluster, librdkafka_log
 
 _REPO_ROOT = Path(__file__).resolve().parents[2]
 
-# Member defaults for a 0.9 broker: librdkafka's 45 s session timeout is above 0.9's
-# group.max.session.timeout.ms (30 s) and would be refused; 6 s is 0.9's minimum and
-# keeps crash detection short. A 1 s heartbeat makes members notice rebalances fast.
-MEMBER_DEFAULTS: dict[str, object] = {
-    "session.timeout.ms": 6000,
-    "heartbeat.interval.ms": 1000,
-    "auto.commit.interval.ms": 1000,
-}
+# Member defaults, for test speed: a crashed classic member is noticed after 6 s instead of
+# librdkafka's 45 s, and a 1 s heartbeat makes members notice rebalances fast. KIP-848
+# members get both from the broker (broker.TEST_GROUP_PROPERTIES): librdkafka refuses them
+# with group.protocol=consumer, so only the protocol-neutral default applies there.
+MEMBER_DEFAULTS: dict[str, object] = {"auto.commit.interval.ms": 1000}
+CLASSIC_MEMBER_DEFAULTS: dict[str, object] = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}
 
 
 # ----- steps --------------------------------------------------------------------------
@@ -60,8 +61,12 @@ class StopProducer:
 class Join:
     """Start member ``name`` subscribed to ``topics`` (default: the scenario's topic).
 
-    ``commit``: ``auto`` (librdkafka auto-commit) or ``manual`` (synchronous commits
-    every ``commit_interval_s``, on revocation, and before close).
+    ``commit``: ``auto`` (librdkafka auto-commit), ``manual`` (synchronous commits every
+    ``commit_interval_s``, on revocation, and before close) or ``transactional``
+    (consume-transform-produce into ``output_topic``, every ``abort_every``-th transaction
+    aborted). ``protocol``: ``classic`` (``assignor`` is librdkafka's
+    ``partition.assignment.strategy``) or ``consumer`` (KIP-848; ``assignor`` is the
+    broker's ``group.remote.assignor``). ``instance_id`` makes a static member.
     """
     name: str
     commit: str = "auto"
@@ -70,6 +75,11 @@ class Join:
     commit_on_revoke: bool = True
     processing_delay_ms: float = 0.0
     client_id: str | None = None   # default: the name; a restarted process keeps its client id
+    protocol: str = "classic"
+    assignor: str | None = None
+    instance_id: str | None = None
+    output_topic: str | None = None
+    abort_every: int = 0
     properties: Mapping[str, object] = field(default_factory=dict)
 
 
@@ -87,9 +97,31 @@ class Crash:
 
 
 @dataclass(frozen=True)
-class RestartBroker:
-    """Stop the broker cleanly and start it again on the same data and ports: members
-    reconnect and the coordinator reloads the group from ``__consumer_offsets``."""
+class Stall:
+    """Member ``name`` stops calling poll() for ``seconds``: past ``max.poll.interval.ms``
+    librdkafka leaves the group (a poll timeout), and rejoins when it polls again."""
+    name: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class RestartCluster:
+    """Stop every node cleanly and start them again on the same data and ports: members
+    reconnect and the coordinators reload their groups from ``__consumer_offsets``."""
+
+
+@dataclass(frozen=True)
+class StopBroker:
+    """Stop one broker (SIGKILL with ``kill``): its partitions, coordinators included,
+    move to the other brokers."""
+    node_id: int
+    kill: bool = False
+
+
+@dataclass(frozen=True)
+class StartBroker:
+    """Start a stopped broker again on its data and ports."""
+    node_id: int
 
 
 @dataclass(frozen=True)
@@ -118,21 +150,24 @@ class StopAll:
     timeout: float = 30.0
 
 
-Step = Union[CreateTopic, StartProducer, StopProducer, Join, Leave, Crash, RestartBroker, Sleep, Settle, Drain,
-             StopAll]
+Step = Union[CreateTopic, StartProducer, StopProducer, Join, Leave, Crash, Stall, RestartCluster, StopBroker,
+             StartBroker, Sleep, Settle, Drain, StopAll]
 
 
-def default_scenario(topic: str = "orders", partitions: int = 6, rate_per_s: float = 40.0) -> list[Step]:
-    """≈30-40 s: two members join, a third joins, one leaves cleanly, one is
-    SIGKILLed, the survivor drains the topic and stops. Mixed commit modes."""
+def classic_range_scenario(topic: str = "orders", partitions: int = 6, rate_per_s: float = 40.0) -> list[Step]:
+    """≈35 s, classic eager ``range``: c1 (auto-commit) and c2 (manual commits) join, c3
+    joins, c1 leaves cleanly, c2 is SIGKILLed (noticed at its 6 s session timeout: what it
+    processed after its last commit is consumed again), c3 drains the topic and stops."""
+    def member(name: str, commit: str) -> Join:
+        return Join(name, commit=commit, assignor="range")
     return [
         CreateTopic(topic, partitions),
         StartProducer(topic, rate_per_s),
-        Join("c1", commit="auto"),
-        Join("c2", commit="manual"),
+        member("c1", "auto"),
+        member("c2", "manual"),
         Settle(),
         Sleep(3),
-        Join("c3", commit="auto"),
+        member("c3", "auto"),
         Settle(),
         Sleep(3),
         Leave("c1"),
@@ -147,36 +182,146 @@ def default_scenario(topic: str = "orders", partitions: int = 6, rate_per_s: flo
     ]
 
 
+def cooperative_rolling_scenario(topic: str = "orders", partitions: int = 6, rate_per_s: float = 40.0,
+                                 members: int = 3) -> list[Step]:
+    """≈40 s, ``cooperative-sticky`` rolling restart: every member in turn leaves cleanly
+    and a new process with the same client id joins; only moved partitions are revoked."""
+    def member(name: str, client_id: str) -> Join:
+        return Join(name, commit="manual", assignor="cooperative-sticky", client_id=client_id)
+    steps: list[Step] = [CreateTopic(topic, partitions), StartProducer(topic, rate_per_s)]
+    steps += [member(f"c{i}", f"c{i}") for i in range(1, members + 1)]
+    steps += [Settle(), Sleep(2)]
+    for i in range(1, members + 1):
+        steps += [Leave(f"c{i}"), Settle(), member(f"c{i}-restarted", f"c{i}"), Settle(), Sleep(2)]
+    steps += [StopProducer(), Drain(), StopAll()]
+    return steps
+
+
+# A stuck handler is noticed after max.poll.interval.ms; librdkafka requires it to be at
+# least session.timeout.ms.
+POLL_TIMEOUT_MS = 7000
+
+
+def poll_timeout_scenario(topic: str = "orders", partitions: int = 6, rate_per_s: float = 40.0) -> list[Step]:
+    """≈40 s, ``roundrobin`` with a poll timeout: c2 (manual commits every 2 s) stops
+    polling for 10 s, past max.poll.interval.ms: librdkafka leaves the group for it, c1
+    takes its partitions from their last commit, and c2 rejoins when it polls again."""
+    props = {"max.poll.interval.ms": POLL_TIMEOUT_MS}
+    return [
+        CreateTopic(topic, partitions),
+        StartProducer(topic, rate_per_s),
+        Join("c1", commit="auto", assignor="roundrobin", properties=props),
+        Join("c2", commit="manual", commit_interval_s=2.0, assignor="roundrobin", properties=props),
+        Settle(),
+        Sleep(3),
+        Stall("c2", POLL_TIMEOUT_MS / 1000 + 3),
+        # Past the poll timeout c1 owns everything while c2, still stuck, believes it owns
+        # its old partitions: Settle then waits for c2 to wake, lose them and rejoin.
+        Sleep(POLL_TIMEOUT_MS / 1000 + 1),
+        Settle(),
+        Sleep(3),
+        StopProducer(),
+        Drain(),
+        StopAll(),
+    ]
+
+
+def kip848_scenario(topic: str = "orders", partitions: int = 6, rate_per_s: float = 40.0,
+                    assignor: str = "uniform") -> list[Step]:
+    """≈35 s, KIP-848 (``group.protocol=consumer``, server-side ``assignor``): c1 and c2
+    join, c3 joins, c2 is SIGKILLed (fenced at the broker's 6 s session timeout), c1
+    leaves cleanly, c3 drains the topic and stops."""
+    def member(name: str) -> Join:
+        return Join(name, commit="auto", protocol="consumer", assignor=assignor)
+    return [
+        CreateTopic(topic, partitions),
+        StartProducer(topic, rate_per_s),
+        member("c1"),
+        member("c2"),
+        Settle(),
+        Sleep(3),
+        member("c3"),
+        Settle(),
+        Sleep(3),
+        Crash("c2"),
+        Settle(),
+        Sleep(2),
+        Leave("c1"),
+        Settle(),
+        Sleep(2),
+        StopProducer(),
+        Drain(),
+        StopAll(),
+    ]
+
+
+def idle_scenario(topic: str = "orders", partitions: int = 2, rate_per_s: float = 20.0) -> list[Step]:
+    """≈20 s, more members than partitions: one of three ``range`` members owns nothing."""
+    return [
+        CreateTopic(topic, partitions),
+        StartProducer(topic, rate_per_s),
+        *(Join(f"c{i}", commit="auto", assignor="range") for i in (1, 2, 3)),
+        Settle(),
+        Sleep(6),
+        StopProducer(),
+        Drain(),
+        StopAll(),
+    ]
+
+
 def flapping_scenario(topic: str = "orders", partitions: int = 6, rate_per_s: float = 40.0,
                       flaps: int = 5) -> list[Step]:
-    """≈40-50 s, a rebalance storm: two steady members, and one process restarted
-    ``flaps`` times (same client id ``flappy``, a new member id each time), each start
-    and each clean stop forcing a group-wide eager rebalance."""
+    """≈40 s, a rebalance storm: two steady members, and one process restarted ``flaps``
+    times (same client id ``flappy``, a new member id each time), each start and each
+    clean stop forcing a group-wide eager rebalance."""
     steps: list[Step] = [
         CreateTopic(topic, partitions),
         StartProducer(topic, rate_per_s),
-        Join("c1", commit="auto"),
-        Join("c2", commit="manual"),
+        Join("c1", commit="auto", assignor="range"),
+        Join("c2", commit="manual", assignor="range"),
         Settle(),
     ]
     for i in range(1, flaps + 1):
-        steps += [Join(f"flappy-{i}", commit="auto", client_id="flappy"), Settle(), Sleep(1),
+        steps += [Join(f"flappy-{i}", commit="auto", client_id="flappy", assignor="range"), Settle(), Sleep(1),
                   Leave(f"flappy-{i}"), Settle(), Sleep(1)]
     steps += [StopProducer(), Drain(), StopAll()]
     return steps
 
 
+def transactional_scenario(topic: str = "orders", partitions: int = 6, rate_per_s: float = 40.0) -> list[Step]:
+    """≈30 s, consume-transform-produce: two transactional members (every 3rd transaction
+    aborted and re-processed), one SIGKILLed mid-stream; its open transaction is aborted by
+    the next owner's fencing, so nothing it did after its last commit counts."""
+    def member(name: str) -> Join:
+        return Join(name, commit="transactional", assignor="range", output_topic=f"{topic}-out", abort_every=3)
+    return [
+        CreateTopic(topic, partitions),
+        CreateTopic(f"{topic}-out", 1),
+        StartProducer(topic, rate_per_s),
+        member("c1"),
+        member("c2"),
+        Settle(),
+        Sleep(4),
+        Crash("c2"),
+        Settle(),
+        Sleep(2),
+        StopProducer(),
+        Drain(),
+        StopAll(),
+    ]
+
+
 def restart_scenario(topic: str = "orders", partitions: int = 6, rate_per_s: float = 40.0) -> list[Step]:
-    """≈30 s: two members consume while the broker is restarted under them; the
+    """≈30 s: two members consume while the cluster is restarted under them; the
     coordinator reloads the group and the members rejoin."""
     return [
         CreateTopic(topic, partitions),
         StartProducer(topic, rate_per_s),
-        Join("c1", commit="auto"),
-        Join("c2", commit="manual"),
+        Join("c1", commit="auto", assignor="range"),
+        Join("c2", commit="manual", assignor="range"),
         Settle(),
         Sleep(3),
-        RestartBroker(),
+        RestartCluster(),
         Sleep(3),
         Settle(),
         Sleep(2),
@@ -186,7 +331,18 @@ def restart_scenario(topic: str = "orders", partitions: int = 6, rate_per_s: flo
     ]
 
 
-SCENARIOS = {"default": default_scenario, "flapping": flapping_scenario, "restart": restart_scenario}
+SCENARIOS = {
+    "classic-range": classic_range_scenario,
+    "cooperative-rolling": cooperative_rolling_scenario,
+    "poll-timeout": poll_timeout_scenario,
+    "kip848-uniform": lambda **kw: kip848_scenario(assignor="uniform", **kw),
+    "kip848-range": lambda **kw: kip848_scenario(assignor="range", **kw),
+    "idle": idle_scenario,
+    "flapping": flapping_scenario,
+    "transactional": transactional_scenario,
+    "restart": restart_scenario,
+}
+default_scenario = classic_range_scenario
 
 
 # ----- results ------------------------------------------------------------------------
@@ -290,13 +446,13 @@ class _Producer:
 class ScenarioRunner:
     """Runs steps against ``broker``; use ``run_scenario`` for a whole script."""
 
-    def __init__(self, broker: KafkaBroker, group_id: str, workdir: str | Path,
+    def __init__(self, cluster: KafkaCluster, group_id: str, workdir: str | Path,
                  member_properties: Mapping[str, object] | None = None):
-        self.broker = broker
+        self.cluster = cluster
         self.group_id = group_id
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.member_properties = {**MEMBER_DEFAULTS, **dict(member_properties or {})}
+        self.member_properties = dict(member_properties or {})
         self.topic: str | None = None
         self.partitions: int | None = None
         self.members: dict[str, MemberRun] = {}
@@ -321,14 +477,15 @@ class ScenarioRunner:
         handler(step)
 
     def _CreateTopic(self, step: CreateTopic) -> None:
-        self.broker.ensure_topic(step.topic, step.partitions)
-        self.topic, self.partitions = step.topic, step.partitions
+        self.cluster.ensure_topic(step.topic, step.partitions)
+        if self.topic is None:  # the first topic is the one members consume by default
+            self.topic, self.partitions = step.topic, step.partitions
 
     def _StartProducer(self, step: StartProducer) -> None:
         if self._producer is not None:
             raise BrokerError("a producer is already running")
         md_partitions = self._topic_partitions(step.topic)
-        self._producer = _Producer(self.broker.client_config(), step.topic, md_partitions, step.rate_per_s)
+        self._producer = _Producer(self.cluster.client_config(), step.topic, md_partitions, step.rate_per_s)
 
     def _StopProducer(self, step: StopProducer) -> None:
         if self._producer is None:
@@ -347,6 +504,10 @@ class ScenarioRunner:
         topics = list(step.topics) or ([self.topic] if self.topic else [])
         if not topics:
             raise BrokerError(f"member {step.name}: no topic (no CreateTopic step before it)")
+        if step.commit not in ("auto", "manual", "transactional"):
+            raise ValueError(f"Join.commit must be auto, manual or transactional, not {step.commit!r}")
+        if step.commit == "transactional" and not step.output_topic:
+            raise ValueError(f"member {step.name}: a transactional member needs an output_topic")
         truth = self.workdir / f"{step.name}.jsonl"
         cfg = {
             "name": step.name,
@@ -357,11 +518,12 @@ class ScenarioRunner:
             "commit_interval_s": step.commit_interval_s,
             "commit_on_revoke": step.commit_on_revoke,
             "processing_delay_ms": step.processing_delay_ms,
+            "output_topic": step.output_topic,
+            "abort_every": step.abort_every,
             "truth_path": str(truth),
-            "client_properties": {**self.broker.client_config(), **self.member_properties, **step.properties},
+            "client_properties": {**self.cluster.client_config(), **_protocol_properties(step),
+                                  **self.member_properties, **step.properties},
         }
-        if step.commit not in ("auto", "manual"):
-            raise ValueError(f"Join.commit must be 'auto' or 'manual', not {step.commit!r}")
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_REPO_ROOT), env.get("PYTHONPATH")]))
         with open(self.workdir / f"{step.name}.stderr", "ab") as err:
@@ -399,13 +561,27 @@ class ScenarioRunner:
         run.fate, run.ended_at_ms = "crashed", _now_ms()
         self.log("killed", member=step.name, pid=proc.pid, signal="SIGKILL")
 
-    def _RestartBroker(self, step: RestartBroker) -> None:
-        old = self.broker.bootstrap_servers
-        self.broker.restart()
-        if self.broker.bootstrap_servers != old:
-            raise BrokerError(f"the broker came back on {self.broker.bootstrap_servers}, not {old}: "
+    def _Stall(self, step: Stall) -> None:
+        proc = self._require_live(step.name)
+        proc.stdin.write(f"stall {step.seconds}\n".encode())
+        proc.stdin.flush()
+        self.log("stall", member=step.name, seconds=step.seconds)
+
+    def _RestartCluster(self, step: RestartCluster) -> None:
+        old = self.cluster.bootstrap_servers
+        self.cluster.restart()
+        if self.cluster.bootstrap_servers != old:
+            raise BrokerError(f"the cluster came back on {self.cluster.bootstrap_servers}, not {old}: "
                               "running members cannot follow")
-        self.log("broker_restarted", bootstrap_servers=old)
+        self.log("cluster_restarted", bootstrap_servers=old)
+
+    def _StopBroker(self, step: StopBroker) -> None:
+        self.cluster.stop_node(step.node_id, kill=step.kill)
+        self.log("broker_stopped", node_id=step.node_id, kill=step.kill)
+
+    def _StartBroker(self, step: StartBroker) -> None:
+        self.cluster.start_node(step.node_id)
+        self.log("broker_started", node_id=step.node_id)
 
     def _Sleep(self, step: Sleep) -> None:
         time.sleep(step.seconds)
@@ -414,14 +590,20 @@ class ScenarioRunner:
         if self.topic is None or self.partitions is None:
             raise BrokerError("Settle needs a CreateTopic step before it")
         deadline = time.monotonic() + step.timeout
+        stable_since, last = time.monotonic(), None
         while True:
             self._check_members()
             owners = self._current_owners()
-            if owners is not None:
-                owned = sorted(p for parts in owners.values() for p in parts)
-                if owned == list(range(self.partitions)):
-                    self.log("settled", assignment={n: sorted(ps) for n, ps in owners.items()})
-                    return
+            if owners != last:
+                stable_since, last = time.monotonic(), owners
+            owned = sorted(p for parts in owners.values() for p in parts)
+            # Every partition owned exactly once, and either every live member has been
+            # assigned since it joined, or nothing has moved for a while (KIP-848 and
+            # cooperative members may never see an assignment when there is none for them).
+            if owned == list(range(self.partitions)) and (
+                    all(self._assigned_since_join(n) for n in owners) or time.monotonic() - stable_since > 3):
+                self.log("settled", assignment={n: sorted(ps) for n, ps in owners.items()})
+                return
             if time.monotonic() > deadline:
                 raise BrokerError(f"group {self.group_id} did not settle within {step.timeout:.0f} s "
                                   f"(current: {owners})")
@@ -463,24 +645,29 @@ class ScenarioRunner:
                 raise BrokerError(f"member {name} exited unexpectedly with code {proc.returncode}; "
                                   f"see {self.workdir / (name + '.stderr')}")
 
-    def _current_owners(self) -> dict[str, list[int]] | None:
-        """Each live member's partitions of the topic, or None while any live member has
-        not been assigned since it joined or has a revocation pending."""
+    def _current_owners(self) -> dict[str, list[int]]:
+        """Each live member's partitions of the topic. Assignments add and revocations
+        remove: eager members revoke everything and get a whole new set, incremental ones
+        (cooperative, KIP-848) get and give up only what moves."""
         owners: dict[str, list[int]] = {}
         for name in self.live():
-            last = None
+            owned: set[int] = set()
             for e in self.members[name].events():
-                if e["event"] in ("assign", "revoke", "lost"):
-                    last = e
-            if last is None or last["event"] != "assign":
-                return None
-            owners[name] = [p for t, p in last["partitions"] if t == self.topic]
+                parts = {p for t, p in e.get("partitions", ()) if t == self.topic}
+                if e["event"] == "assign":
+                    owned |= parts
+                elif e["event"] in ("revoke", "lost"):
+                    owned -= parts
+            owners[name] = sorted(owned)
         return owners
+
+    def _assigned_since_join(self, name: str) -> bool:
+        return any(e["event"] == "assign" for e in self.members[name].events())
 
     def _topic_partitions(self, topic: str) -> int:
         from confluent_kafka import Producer
 
-        client = Producer(self.broker.client_config(logger=librdkafka_log))
+        client = Producer(self.cluster.client_config(logger=librdkafka_log))
         try:
             md = client.list_topics(timeout=10)
         finally:
@@ -523,14 +710,32 @@ class ScenarioRunner:
             produced=dict(self.produced), driver_log=self.workdir / "driver.jsonl")
 
 
-def run_scenario(broker: KafkaBroker, steps: Iterable[Step], *, group_id: str = "orders-processor",
+def _protocol_properties(step: Join) -> dict[str, object]:
+    """librdkafka properties of the member's group protocol and assignor."""
+    props: dict[str, object] = dict(MEMBER_DEFAULTS)
+    if step.protocol == "consumer":
+        props["group.protocol"] = "consumer"
+        if step.assignor:
+            props["group.remote.assignor"] = step.assignor
+    elif step.protocol == "classic":
+        props.update(CLASSIC_MEMBER_DEFAULTS)
+        if step.assignor:
+            props["partition.assignment.strategy"] = step.assignor
+    else:
+        raise ValueError(f"Join.protocol must be classic or consumer, not {step.protocol!r}")
+    if step.instance_id:
+        props["group.instance.id"] = step.instance_id
+    return props
+
+
+def run_scenario(cluster: KafkaCluster, steps: Iterable[Step], *, group_id: str = "orders-processor",
                  workdir: str | Path | None = None,
                  member_properties: Mapping[str, object] | None = None) -> ScenarioResult:
-    """Run ``steps`` against ``broker``; members and producer are always stopped at the
+    """Run ``steps`` against ``cluster``; members and producer are always stopped at the
     end, even when a step fails. Ground truth goes to ``workdir`` (default:
-    ``<broker workdir>/scenario-<group_id>``)."""
-    wd = Path(workdir) if workdir else broker.workdir / f"scenario-{group_id}"
-    runner = ScenarioRunner(broker, group_id, wd, member_properties)
+    ``<cluster workdir>/scenario-<group_id>``)."""
+    wd = Path(workdir) if workdir else cluster.workdir / f"scenario-{group_id}"
+    runner = ScenarioRunner(cluster, group_id, wd, member_properties)
     try:
         for step in steps:
             runner.run(step)
@@ -548,7 +753,7 @@ def _now_ms() -> int:
 
 
 __all__ = [
-    "CLIENT_PROPERTIES", "MEMBER_DEFAULTS", "CreateTopic", "StartProducer", "StopProducer", "Join", "Leave",
-    "Crash", "RestartBroker", "Sleep", "Settle", "Drain", "StopAll", "Step", "MemberRun", "ScenarioResult", "ScenarioRunner",
-    "default_scenario", "flapping_scenario", "restart_scenario", "SCENARIOS", "run_scenario",
+    "MEMBER_DEFAULTS", "CLASSIC_MEMBER_DEFAULTS", "CreateTopic", "StartProducer", "StopProducer", "Join", "Leave",
+    "Crash", "Stall", "RestartCluster", "StopBroker", "StartBroker", "Sleep", "Settle", "Drain", "StopAll", "Step",
+    "MemberRun", "ScenarioResult", "ScenarioRunner", "SCENARIOS", "default_scenario", "run_scenario",
 ]
