@@ -29,6 +29,9 @@ def nullable(name, type_, versions="0+", **extra):
 
 
 def tagged(name, type_, tag, default, versions="0+", **extra):
+    """A tagged field. `default` is the value Kafka's generated code starts from (and leaves
+    out of its JSON): the JSON file's "default", else 0 / "" / [] / an all-default struct;
+    null only where the JSON file says "null"."""
     return f(name, type_, versions, taggedVersions=versions, tag=tag, default=default, **extra)
 
 
@@ -41,19 +44,23 @@ def schema(name, valid, flexible, fields):
 def _topic_partitions(epochs_tag: bool = True):
     """`TopicPartitions{TopicId, Partitions}` of the KIP-848/share records.
 
-    `AssignmentEpochs` (tag 0, KIP-1251) is newer than any release we have bytes of; as
-    a tagged field it is harmless for older records (absent), so one layout covers all.
+    `AssignmentEpochs` (tag 0, KIP-1251; in Kafka 4.3+ type 8 only) is newer than any
+    release we have bytes of; as a tagged field it is harmless for older records (absent),
+    so one layout covers all. Nullable, but its default is [] (Kafka 4.4's generated code).
     """
     fields = [f("TopicId", "uuid"), f("Partitions", "[]int32")]
     if epochs_tag:
-        fields.append(tagged("AssignmentEpochs", "[]int32", 0, None, nullableVersions="0+"))
+        fields.append(tagged("AssignmentEpochs", "[]int32", 0, [], nullableVersions="0+"))
     return fields
 
 
-def _task_ids():
-    # Streams `TaskIds`; 4.2 added the tagged AssignmentEpochs (compatible with 4.1 bytes).
-    return [f("SubtopologyId", "string"), f("Partitions", "[]int32"),
-            tagged("AssignmentEpochs", "[]int32", 0, None, nullableVersions="0+")]
+def _task_ids(epochs_tag: bool = True):
+    # Streams `TaskIds`; Kafka 4.2 added the tagged AssignmentEpochs (compatible with 4.1
+    # bytes) to the current assignment (type 22) only: the target one (type 21) has none.
+    fields = [f("SubtopologyId", "string"), f("Partitions", "[]int32")]
+    if epochs_tag:
+        fields.append(tagged("AssignmentEpochs", "[]int32", 0, [], nullableVersions="0+"))
+    return fields
 
 
 def _partition_metadata_topics():
@@ -153,7 +160,10 @@ RECORDS: dict[int, dict] = {
                 f("ClientId", "string"), f("ClientHost", "string"),
                 f("SubscribedTopicNames", "[]string"), nullable("SubscribedTopicRegex", "string"),
                 f("RebalanceTimeoutMs", "int32", default=-1), nullable("ServerAssignor", "string"),
-                tagged("ClassicMemberMetadata", "ClassicMemberMetadata", 0, None, nullableVersions="0+", fields=[
+                # Nullable, but the default (what Kafka's JSON leaves out) is the all-default
+                # struct, not null: Kafka 3.9 writes null explicitly and prints it.
+                tagged("ClassicMemberMetadata", "ClassicMemberMetadata", 0,
+                       {"sessionTimeoutMs": 0, "supportedProtocols": []}, nullableVersions="0+", fields=[
                     f("SessionTimeoutMs", "int32"),
                     f("SupportedProtocols", "[]ClassicProtocol", fields=[
                         f("Name", "string"), f("Metadata", "bytes")]),
@@ -164,7 +174,7 @@ RECORDS: dict[int, dict] = {
         "key": _key("ConsumerGroupTargetAssignmentMetadataKey", _GROUP_ID),
         "value": [{"since": "3.7", "until": None, "schema": schema("ConsumerGroupTargetAssignmentMetadataValue", "0", "0+", [
             f("AssignmentEpoch", "int32"),
-            tagged("AssignmentTimestamp", "int64", 0, -1),     # KIP-1263 (newer than 4.2)
+            tagged("AssignmentTimestamp", "int64", 0, 0),      # KIP-1263 (Kafka 4.3+)
         ])}]},
     7: {"name": "ConsumerGroupTargetAssignmentMember",
         "key": _key("ConsumerGroupTargetAssignmentMemberKey", _GROUP_ID, _MEMBER_ID),
@@ -211,7 +221,7 @@ RECORDS: dict[int, dict] = {
     12: {"name": "ShareGroupTargetAssignmentMetadata",
          "key": _key("ShareGroupTargetAssignmentMetadataKey", _GROUP_ID),
          "value": [{"since": "4.0", "until": None, "schema": schema("ShareGroupTargetAssignmentMetadataValue", "0", "0+", [
-             f("AssignmentEpoch", "int32"), tagged("AssignmentTimestamp", "int64", 0, -1)])}]},
+             f("AssignmentEpoch", "int32"), tagged("AssignmentTimestamp", "int64", 0, 0)])}]},
     13: {"name": "ShareGroupTargetAssignmentMember",
          "key": _key("ShareGroupTargetAssignmentMemberKey", _GROUP_ID, _MEMBER_ID),
          "value": [{"since": "4.0", "until": None, "schema": schema("ShareGroupTargetAssignmentMemberValue", "0", "0+", [
@@ -229,15 +239,15 @@ RECORDS: dict[int, dict] = {
                      f("TopicId", "uuid"), f("TopicName", "string"), f("Partitions", "[]int32")]),
                  f("DeletingTopics", "[]TopicInfo", fields=[f("TopicId", "uuid"), f("TopicName", "string")]),
              ])},
-             # 4.1 prepended InitializingTopics (KAFKA-18827) and added CreateTimestamp to
-             # each entry (KAFKA-19204, merged May 2025, before the 4.1 branch).
+             # 4.1 prepended InitializingTopics (KAFKA-18827). A `CreateTimestamp` per entry
+             # was on trunk for a while but is in no release: the generated classes of 4.1.0,
+             # 4.2.0, 4.3.0 and 4.4.0 have none, and Kafka 4.4's DumpLogSegments rejects
+             # entries carrying one (tests/test_codec_dumplogsegments.py).
              {"since": "4.1", "until": None, "schema": schema("ShareGroupStatePartitionMetadataValue", "0", "0+", [
                  f("InitializingTopics", "[]TopicPartitionsInfo", fields=[
-                     f("TopicId", "uuid"), f("TopicName", "string"), f("Partitions", "[]int32"),
-                     f("CreateTimestamp", "int64")]),
+                     f("TopicId", "uuid"), f("TopicName", "string"), f("Partitions", "[]int32")]),
                  f("InitializedTopics", "[]TopicPartitionsInfo", fields=[
-                     f("TopicId", "uuid"), f("TopicName", "string"), f("Partitions", "[]int32"),
-                     f("CreateTimestamp", "int64")]),
+                     f("TopicId", "uuid"), f("TopicName", "string"), f("Partitions", "[]int32")]),
                  f("DeletingTopics", "[]TopicInfo", fields=[f("TopicId", "uuid"), f("TopicName", "string")]),
              ])},
          ]},
@@ -248,10 +258,12 @@ RECORDS: dict[int, dict] = {
     17: {"name": "StreamsGroupMetadata", "key": _key("StreamsGroupMetadataKey", _GROUP_ID),
          "value": [{"since": "4.1", "until": None, "schema": schema("StreamsGroupMetadataValue", "0", "0+", [
              f("Epoch", "int32"), f("MetadataHash", "int64"),
-             # 4.2 added these as tagged fields, so 4.1 bytes read the same way.
+             # 4.2 added tags 0-1 and 4.4 tags 2-3, so 4.1 bytes read the same way.
              tagged("ValidatedTopologyEpoch", "int32", 0, -1),
-             tagged("LastAssignmentConfigs", "[]LastAssignmentConfig", 1, None, nullableVersions="0+",
+             tagged("LastAssignmentConfigs", "[]LastAssignmentConfig", 1, [], nullableVersions="0+",
                     fields=[f("Key", "string"), f("Value", "string")]),
+             tagged("StoredDescriptionTopologyEpoch", "int32", 2, -1),
+             tagged("FailedDescriptionTopologyEpoch", "int32", 3, -1),
          ])}]},
     18: {"name": "StreamsGroupPartitionMetadata", "key": _key("StreamsGroupPartitionMetadataKey", _GROUP_ID),
          # Only on pre-release branches (kip1071); layout of that branch.
@@ -268,13 +280,13 @@ RECORDS: dict[int, dict] = {
     20: {"name": "StreamsGroupTargetAssignmentMetadata",
          "key": _key("StreamsGroupTargetAssignmentMetadataKey", _GROUP_ID),
          "value": [{"since": "4.1", "until": None, "schema": schema("StreamsGroupTargetAssignmentMetadataValue", "0", "0+", [
-             f("AssignmentEpoch", "int32"), tagged("AssignmentTimestamp", "int64", 0, -1)])}]},
+             f("AssignmentEpoch", "int32"), tagged("AssignmentTimestamp", "int64", 0, 0)])}]},
     21: {"name": "StreamsGroupTargetAssignmentMember",
          "key": _key("StreamsGroupTargetAssignmentMemberKey", _GROUP_ID, _MEMBER_ID),
          "value": [{"since": "4.1", "until": None, "schema": schema("StreamsGroupTargetAssignmentMemberValue", "0", "0+", [
-             f("ActiveTasks", "[]TaskIds", fields=_task_ids()),
-             f("StandbyTasks", "[]TaskIds", fields=_task_ids()),
-             f("WarmupTasks", "[]TaskIds", fields=_task_ids()),
+             f("ActiveTasks", "[]TaskIds", fields=_task_ids(False)),
+             f("StandbyTasks", "[]TaskIds", fields=_task_ids(False)),
+             f("WarmupTasks", "[]TaskIds", fields=_task_ids(False)),
          ])}]},
     22: {"name": "StreamsGroupCurrentMemberAssignment",
          "key": _key("StreamsGroupCurrentMemberAssignmentKey", _GROUP_ID, _MEMBER_ID),
