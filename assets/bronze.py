@@ -1,8 +1,8 @@
 """Bronze: the raw inputs, appended exactly once (pipelines.ingest does all the work).
 
-One multi-asset owns the four bronze tables because the three ingestion paths share them:
+One multi-asset owns the bronze tables because the three ingestion paths share them:
 live Kafka and segment files both land in `offsets_records`, every path quarantines into
-`quarantine`, and only live Kafka samples `partition_end_offsets`. Each source runs only
+`quarantine`, and only live Kafka samples `partition_end_offsets` and `topic_metadata`. Each source runs only
 when configured (bootstrap servers for Kafka, paths for segments and logs); with none, the
 asset reports the tables as they are, so downstream assets still run on what the lake holds.
 
@@ -27,6 +27,8 @@ BRONZE_SPECS = [
               description="One input that could not be decoded or parsed, with the reason."),
     AssetSpec("partition_end_offsets", group_name=BRONZE_GROUP,
               description="Log-end offsets of the partitions groups commit on, sampled by live ingestion."),
+    AssetSpec("topic_metadata", group_name=BRONZE_GROUP,
+              description="Topic id and name of each topic, sampled by live ingestion (KIP-848 records name topics by id)."),
 ]
 
 
@@ -50,7 +52,8 @@ def bronze_ingest(context: AssetExecutionContext, config: IngestConfig, lake: La
     from pipelines.ingest.segments import ingest_segments
 
     target = lake.lake()  # bronze ingestion needs no Spark
-    written = {"offsets_records": 0, "coordinator_log_lines": 0, "quarantine": 0, "partition_end_offsets": 0}
+    written = {"offsets_records": 0, "coordinator_log_lines": 0, "quarantine": 0, "partition_end_offsets": 0,
+               "topic_metadata": 0}
     ran: list[str] = []
 
     if kafka.enabled and not config.skip_kafka:
@@ -59,6 +62,7 @@ def bronze_ingest(context: AssetExecutionContext, config: IngestConfig, lake: La
         written["offsets_records"] += s.inserted
         written["quarantine"] += s.quarantined
         written["partition_end_offsets"] += int(s.extra.get("end_offsets_sampled", 0))
+        written["topic_metadata"] += int(s.extra.get("topic_ids_sampled", 0))
         ran.append("kafka")
         context.log.info(f"kafka: {s.seen} records read, {s.inserted} new, caught up: {s.extra.get('caught_up')}")
 

@@ -27,14 +27,18 @@ OFFSETS_SILVER_TABLES = (
 
 @multi_asset(
     name="offsets_silver",
-    specs=[AssetSpec(t, group_name=SILVER_GROUP, deps=["offsets_records"]) for t in OFFSETS_SILVER_TABLES],
+    # topic_ids also takes the names live ingestion sampled (from Kafka 4.1 no record has them).
+    specs=[AssetSpec(t, group_name=SILVER_GROUP,
+                     deps=["offsets_records", "topic_metadata"] if t == "topic_ids" else ["offsets_records"])
+           for t in OFFSETS_SILVER_TABLES],
     description="Decode the new offsets_records rows into commits, classic generations and KIP-848 tables.",
 )
 def offsets_silver(lake: LakeResource, spark: SparkResource, sources: SourcesResource):
-    from pipelines.silver.runner import update_offsets_silver
+    from pipelines.silver.runner import update_offsets_silver, update_topic_names
 
     target = lake.lake(spark.session)  # Spark starts on first use: a run with nothing new needs none
     run = update_offsets_silver(target, kafka_version=sources.kafka_version)
+    run.rows_written["topic_ids"] = run.rows_written.get("topic_ids", 0) + update_topic_names(target)
     for name in OFFSETS_SILVER_TABLES:
         yield table_result(target, name, run.rows_written.get(name, 0), bronze_version=run.bronze_version)
 

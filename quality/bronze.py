@@ -93,4 +93,10 @@ PARTITION_END_OFFSETS = Suite("partition_end_offsets", "bronze", (
                description="every sample names its partition, its log-end offset and when it was taken"),
 ))
 
-SUITES = (OFFSETS_RECORDS, COORDINATOR_LOG_LINES, QUARANTINE, PARTITION_END_OFFSETS)
+TOPIC_METADATA = Suite("topic_metadata", "bronze", (
+    unique_check("topic_id_once", ["cluster", "topic_id"], "each topic id is stored once per cluster"),
+    null_check("topic_named", ("topic_id", "topic", "sampled_at"), ["cluster", "topic_id"],
+               description="every sampled topic id has a name and a sample time"),
+))
+
+SUITES = (OFFSETS_RECORDS, COORDINATOR_LOG_LINES, QUARANTINE, PARTITION_END_OFFSETS, TOPIC_METADATA)

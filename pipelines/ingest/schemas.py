@@ -138,7 +138,28 @@ PARTITION_END_OFFSETS = BronzeTable(
     description="log-end offset of each partition the groups commit on, per live ingestion",
 )
 
-BRONZE_TABLES = (OFFSETS_RECORDS, COORDINATOR_LOG_LINES, QUARANTINE, PARTITION_END_OFFSETS)
+# Topic id -> name from the cluster's metadata. KIP-848 records name topics by id only, and
+# from Kafka 4.1 the coordinator no longer writes the type-4 records that mapped ids to
+# names: live ingestion is then the only source of names. A topic id is never reused (a
+# recreated topic gets a new one), so each id is stored once.
+TOPIC_METADATA = BronzeTable(
+    name="topic_metadata",
+    schema=pa.schema(
+        [
+            ("cluster", pa.string()),
+            ("topic_id", pa.string()),
+            ("topic", pa.string()),
+            ("num_partitions", pa.int32()),
+            ("sampled_at", TS),
+        ]
+    ),
+    partition_by=("cluster",),
+    key=("cluster", "topic_id"),
+    range_column=None,
+    description="topic id and name of each topic of the cluster, sampled by live ingestion",
+)
+
+BRONZE_TABLES = (OFFSETS_RECORDS, COORDINATOR_LOG_LINES, QUARANTINE, PARTITION_END_OFFSETS, TOPIC_METADATA)
 
 # Undecodable input kept in quarantine.raw is cut here: enough to inspect, not a copy of a 1 GB file.
 RAW_LIMIT = 1 << 20

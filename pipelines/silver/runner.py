@@ -192,6 +192,34 @@ def _update_classic(lake, run: SilverRun, decoded: DataFrame, pending: dict, pre
         _write(lake, run, "group_generations", generations, BRONZE_OFFSETS)
 
 
+BRONZE_TOPICS = "topic_metadata"
+
+
+def update_topic_names(lake) -> int:
+    """Topic names sampled from the live cluster (bronze `topic_metadata`) join the ones
+    decoded from type-4 records in `topic_ids`: from Kafka 4.1 there are no type-4 records,
+    and KIP-848 assignments name their topics by id only. Few rows (one per topic id), so
+    no Spark: each (cluster, topic id) from metadata is inserted once; returns the rows added."""
+    if not lake.exists(BRONZE_TOPICS):
+        return 0
+    import pyarrow as pa
+
+    sampled = lake.read_arrow(BRONZE_TOPICS)
+    if sampled.num_rows == 0:
+        return 0
+    n = sampled.num_rows
+    rows = pa.table({
+        "topic_id": sampled["topic_id"], "topic": sampled["topic"], "num_partitions": sampled["num_partitions"],
+        "group_id": pa.nulls(n, pa.string()), "cluster": sampled["cluster"],
+        # Not from a record: no coordinator partition or log offset (-1), the sample time.
+        "coordinator_partition": pa.array([-1] * n, pa.int32()), "log_offset": pa.array([-1] * n, pa.int64()),
+        "record_ts": sampled["sampled_at"], "source": pa.array(["metadata"] * n, pa.string()),
+    }).select(schemas.TOPIC_IDS.names).cast(schemas.TOPIC_IDS)
+    if not lake.exists("topic_ids"):
+        lake.create("topic_ids", schemas.TOPIC_IDS, partition_by=["cluster"])
+    return lake.insert_if_absent("topic_ids", rows, key=["cluster", "topic_id", "source"]).num_rows
+
+
 TARGET_INPUTS = ("target_assignment_epochs", "target_assignment_member_deltas", "topic_ids")
 
 

@@ -223,15 +223,20 @@ def run(cfg: dict[str, Any]) -> int:
     interval = float(cfg.get("commit_interval_s", 1.0))
     delay = float(cfg.get("processing_delay_ms", 0)) / 1000.0
     next_commit = time.monotonic() + interval
+    last_commit = time.monotonic()
     dirty = False
+    stall: float | None = None
     while not commands.stop.is_set():
-        stall = commands.next_stall()
-        if stall is not None:
+        stall = stall if stall is not None else commands.next_stall()
+        # A manual committer stalls half-way between two commits, not right after one: what
+        # it processed since its last commit is then what the group consumes again.
+        if stall is not None and (mode != "manual" or time.monotonic() - last_commit >= interval / 2):
             # A stuck handler: no poll() for this long. Past max.poll.interval.ms librdkafka
             # leaves the group; the next poll() rejoins.
             truth.write("stall_begin", member_id=member_id(), seconds=stall)
             time.sleep(stall)
             truth.write("stall_end", member_id=member_id())
+            stall = None
         msg = consumer.poll(0.2)
         if msg is not None:
             err = msg.error()
@@ -255,7 +260,8 @@ def run(cfg: dict[str, Any]) -> int:
             elif mode == "manual":
                 commit_now("interval")
             dirty = False
-            next_commit = time.monotonic() + interval
+            next_commit = last_commit = time.monotonic()
+            next_commit += interval
     truth.write("closing", member_id=member_id())
     if txn is not None:
         txn.finish("close", force_commit=True)

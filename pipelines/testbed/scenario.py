@@ -92,8 +92,12 @@ class Leave:
 
 @dataclass(frozen=True)
 class Crash:
-    """SIGKILL member ``name``: no LeaveGroup, no final commit."""
+    """SIGKILL member ``name``: no LeaveGroup, no final commit. With ``after_commit_s`` the
+    kill waits until the member's last acknowledged commit is that old, so that it dies
+    with work done since (what the next owner consumes again), not right after a commit."""
     name: str
+    after_commit_s: float | None = None
+    timeout: float = 30.0
 
 
 @dataclass(frozen=True)
@@ -155,16 +159,17 @@ Step = Union[CreateTopic, StartProducer, StopProducer, Join, Leave, Crash, Stall
 
 
 def classic_range_scenario(topic: str = "orders", partitions: int = 6, rate_per_s: float = 40.0) -> list[Step]:
-    """≈35 s, classic eager ``range``: c1 (auto-commit) and c2 (manual commits) join, c3
-    joins, c1 leaves cleanly, c2 is SIGKILLed (noticed at its 6 s session timeout: what it
-    processed after its last commit is consumed again), c3 drains the topic and stops."""
-    def member(name: str, commit: str) -> Join:
-        return Join(name, commit=commit, assignor="range")
+    """≈35 s, classic eager ``range``: c1 (auto-commit) and c2 (manual commits every 4 s)
+    join, c3 joins, c1 leaves cleanly, c2 is SIGKILLed 2 s after a commit (noticed at its
+    6 s session timeout: what it processed after its last commit is consumed again), c3
+    drains the topic and stops."""
+    def member(name: str, commit: str, interval_s: float = 1.0) -> Join:
+        return Join(name, commit=commit, assignor="range", commit_interval_s=interval_s)
     return [
         CreateTopic(topic, partitions),
         StartProducer(topic, rate_per_s),
         member("c1", "auto"),
-        member("c2", "manual"),
+        member("c2", "manual", interval_s=4.0),
         Settle(),
         Sleep(3),
         member("c3", "auto"),
@@ -172,8 +177,8 @@ def classic_range_scenario(topic: str = "orders", partitions: int = 6, rate_per_
         Sleep(3),
         Leave("c1"),
         Settle(),
-        Sleep(3),
-        Crash("c2"),
+        Sleep(9),  # two of c2's commit intervals on its new partitions: a cadence to judge by
+        Crash("c2", after_commit_s=2.0),
         Settle(),
         Sleep(2),
         StopProducer(),
@@ -203,17 +208,18 @@ POLL_TIMEOUT_MS = 7000
 
 
 def poll_timeout_scenario(topic: str = "orders", partitions: int = 6, rate_per_s: float = 40.0) -> list[Step]:
-    """≈40 s, ``roundrobin`` with a poll timeout: c2 (manual commits every 2 s) stops
-    polling for 10 s, past max.poll.interval.ms: librdkafka leaves the group for it, c1
-    takes its partitions from their last commit, and c2 rejoins when it polls again."""
+    """≈40 s, ``roundrobin`` with a poll timeout: c2 (manual commits every 4 s) stops
+    polling for 10 s, half-way between two commits, past max.poll.interval.ms: librdkafka
+    leaves the group for it, c1 takes its partitions from their last commit (consuming
+    again what c2 did since), and c2 rejoins when it polls again."""
     props = {"max.poll.interval.ms": POLL_TIMEOUT_MS}
     return [
         CreateTopic(topic, partitions),
         StartProducer(topic, rate_per_s),
         Join("c1", commit="auto", assignor="roundrobin", properties=props),
-        Join("c2", commit="manual", commit_interval_s=2.0, assignor="roundrobin", properties=props),
+        Join("c2", commit="manual", commit_interval_s=4.0, assignor="roundrobin", properties=props),
         Settle(),
-        Sleep(3),
+        Sleep(9),  # two of c2's commit intervals: a cadence to judge by
         Stall("c2", POLL_TIMEOUT_MS / 1000 + 3),
         # Past the poll timeout c1 owns everything while c2, still stuck, believes it owns
         # its old partitions: Settle then waits for c2 to wake, lose them and rejoin.
@@ -229,21 +235,21 @@ def poll_timeout_scenario(topic: str = "orders", partitions: int = 6, rate_per_s
 def kip848_scenario(topic: str = "orders", partitions: int = 6, rate_per_s: float = 40.0,
                     assignor: str = "uniform") -> list[Step]:
     """≈35 s, KIP-848 (``group.protocol=consumer``, server-side ``assignor``): c1 and c2
-    join, c3 joins, c2 is SIGKILLed (fenced at the broker's 6 s session timeout), c1
-    leaves cleanly, c3 drains the topic and stops."""
-    def member(name: str) -> Join:
-        return Join(name, commit="auto", protocol="consumer", assignor=assignor)
+    join, c3 joins, c2 (auto-commit every 4 s) is SIGKILLed 2 s after a commit (fenced at
+    the broker's 6 s session timeout), c1 leaves cleanly, c3 drains the topic and stops."""
+    def member(name: str, **props: object) -> Join:
+        return Join(name, commit="auto", protocol="consumer", assignor=assignor, properties=props)
     return [
         CreateTopic(topic, partitions),
         StartProducer(topic, rate_per_s),
         member("c1"),
-        member("c2"),
+        member("c2", **{"auto.commit.interval.ms": 4000}),
         Settle(),
         Sleep(3),
         member("c3"),
         Settle(),
-        Sleep(3),
-        Crash("c2"),
+        Sleep(9),  # two of c2's commit intervals on its new partitions: a cadence to judge by
+        Crash("c2", after_commit_s=2.0),
         Settle(),
         Sleep(2),
         Leave("c1"),
@@ -555,6 +561,8 @@ class ScenarioRunner:
 
     def _Crash(self, step: Crash) -> None:
         proc = self._require_live(step.name)
+        if step.after_commit_s is not None:
+            self._wait_commit_age(step.name, step.after_commit_s, step.timeout)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
         run = self.members[step.name]
@@ -633,6 +641,18 @@ class ScenarioRunner:
             self._Leave(Leave(name, step.timeout))
 
     # -- helpers --
+    def _wait_commit_age(self, name: str, age_s: float, timeout: float) -> None:
+        """Until member ``name`` last committed (or asked to) at least ``age_s`` ago."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            commits = [e["ts"] for e in self.members[name].events()
+                       if e["event"] in ("commit", "commit_request", "txn_commit")]
+            if commits and _now_ms() - commits[-1] >= age_s * 1000:
+                return
+            time.sleep(0.05)
+        raise BrokerError(f"member {name} committed nothing {age_s:g} s apart within {timeout:.0f} s")
+
+
     def _require_live(self, name: str) -> subprocess.Popen:
         if name not in self.live():
             raise BrokerError(f"member {name} is not running")
