@@ -53,3 +53,26 @@ def test_gold_asset_config_offers_every_gold_param_with_its_default():
     # SPEC: storms are K=5 logical rebalances inside W=10 minutes by default.
     assert (defaults.storm_min_rebalances, defaults.storm_window_minutes) == (5, 10.0)
     assert GoldConfig(storm_min_rebalances=7, storm_window_minutes=2.5).params().storm_window_minutes == 2.5
+
+
+@pytest.mark.skipif(not KIP848_PROPS.is_file(), reason="recordings not found")
+def test_run_stores_a_clusters_settings_from_its_broker_properties(tmp_path):
+    """`run --broker-properties` is how a user tells gold the broker's KIP-848 timings; the
+    cluster's row is stored before anything runs (an empty lake: nothing to materialize)."""
+    import argparse
+
+    from rebalance_audit.cli import UsageError
+    from rebalance_audit.commands import run as run_command
+
+    lake_dir = tmp_path / "lake"
+    parser = argparse.ArgumentParser()
+    run_command.register(parser.add_subparsers())
+    args = parser.parse_args(["run", "--lake", str(lake_dir), "--cluster", "k", "--broker-properties", str(KIP848_PROPS)])
+    run_command._store_broker_settings(Lake(lake_dir), args.cluster, args.broker_properties)
+    rows = Lake(lake_dir).read_arrow(settings.TABLE).to_pylist()
+    assert rows == [{"cluster": "k", "classic_heartbeat_interval_ms": None,
+                     "consumer_session_timeout_ms": 10000, "consumer_heartbeat_interval_ms": 2000}]
+    bad = tmp_path / "bad.properties"
+    bad.write_text("group.consumer.session.timeout.ms=soon\n")
+    with pytest.raises(UsageError, match="not a whole number"):
+        run_command._store_broker_settings(Lake(lake_dir), "k", str(bad))

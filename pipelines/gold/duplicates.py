@@ -53,6 +53,7 @@ def owner_commit_stats(attributed: DataFrame) -> DataFrame:
     c = c.withColumn("gap_ms", F.col("commit_ms") - F.lag("commit_ms").over(w)) \
         .withColumn("d_off", F.col("offset") - F.lag("offset").over(w))
     c = c.withColumn("gap_rate", F.when((F.col("gap_ms") >= 500) & (F.col("d_off") >= 0), F.col("d_off") / F.col("gap_ms")))
+    c = c.withColumn("_n", F.row_number().over(w))
     return c.groupBy(*k).agg(
         F.count("*").alias("n_commits"),
         F.max_by("offset", "effective_log_offset").alias("last_offset"),
@@ -60,6 +61,8 @@ def owner_commit_stats(attributed: DataFrame) -> DataFrame:
         F.max_by("gap_ms", "effective_log_offset").alias("last_gap_ms"),
         F.min_by("offset", "effective_log_offset").alias("first_offset"),
         F.min_by("commit_ms", "effective_log_offset").alias("first_ms"),
+        F.max(F.when(F.col("_n") == 2, F.col("offset"))).alias("second_offset"),
+        F.max(F.when(F.col("_n") == 2, F.col("commit_ms"))).alias("second_ms"),
         F.percentile_approx("gap_ms", 0.5).alias("cadence_ms"),
         F.percentile_approx("gap_ms", 0.9).alias("cadence_high_ms"),
         F.max("gap_rate").alias("peak_rate"),
@@ -165,8 +168,14 @@ def build_duplicate_windows(inputs: GoldInputs, intervals: DataFrame, attributed
     dt_est = F.when((dt_known > 0) & (dt_known <= cadence_high), dt_known).otherwise(cadence / 2)
     dt_est = F.least(dt_est, F.greatest(gap_to_join, F.lit(0)))
     dt_high = F.least(cadence_high, F.greatest(gap_to_join, F.lit(0)))
-    mean_rate = F.when(F.col("last_ms") > F.col("first_ms"),
-                       (F.col("last_offset") - F.col("first_offset")) / (F.col("last_ms") - F.col("first_ms")))
+    # The owner's processing rate over its commits. A new owner first catches up on what was
+    # produced while the partition sat unowned during the rebalance, so its first commit
+    # interval measures a burst, not its rate: from the second commit on when there are
+    # two intervals after it to measure.
+    mean_rate = (F.when((F.col("n_commits") >= 3) & (F.col("last_ms") - F.col("second_ms") >= 1000),
+                        (F.col("last_offset") - F.col("second_offset")) / (F.col("last_ms") - F.col("second_ms")))
+                 .when(F.col("last_ms") > F.col("first_ms"),
+                       (F.col("last_offset") - F.col("first_offset")) / (F.col("last_ms") - F.col("first_ms"))))
     rate = F.coalesce(mean_rate, F.col("tp_rate"))
     peak = F.greatest(F.coalesce("peak_rate", rate), F.coalesce("tp_peak_rate", rate), rate)
     h = h.withColumn("rate_ms", rate).withColumn("peak_ms", peak)

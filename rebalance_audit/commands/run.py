@@ -43,6 +43,10 @@ def register(subparsers) -> None:
                    help="live ingestion: give up when the cluster cannot be reached, or sends nothing, for S seconds "
                         "(default 30)")
     p.add_argument("--kafka-version", metavar="X.Y", help="Kafka version deciding ambiguous record layouts")
+    p.add_argument("--broker-properties", metavar="FILE",
+                   help="a broker's server.properties: the cluster's KIP-848 session timeout and heartbeat "
+                        "interval (group.consumer.*), which bound duplicate windows; kept in the lake's "
+                        "cluster_settings (Kafka's defaults, 45 s and 5 s, until given)")
     p.add_argument("--skip-checks", action="store_true",
                    help="do not run the data-quality checks (faster; nothing then guards downstream tables)")
     p.add_argument("--timings", action="store_true",
@@ -73,6 +77,8 @@ def build_resources(args: argparse.Namespace) -> dict:
             raise UsageError(str(exc)) from None
     if args.properties and not Path(args.properties).is_file():
         raise UsageError(f"no such properties file: {args.properties}")
+    if getattr(args, "broker_properties", None) and not Path(args.broker_properties).is_file():
+        raise UsageError(f"no such broker properties file: {args.broker_properties}")
     bootstrap = args.bootstrap_servers or props.pop("bootstrap.servers", None)
     if (props or args.properties) and not bootstrap:
         from pipelines.ingest.kafka import read_properties
@@ -94,6 +100,8 @@ def run(args: argparse.Namespace) -> int:
     resources = build_resources(args)
     from assets.inprocess import blocked_message, check_summary, materialize_all, step_timings, summary_table
 
+    if getattr(args, "broker_properties", None):
+        _store_broker_settings(resources["lake"].lake(), args.cluster, args.broker_properties)
     started = time.monotonic()
     checks = not getattr(args, "skip_checks", False)
     outcome = materialize_all(resources, log_level="DEBUG" if getattr(args, "debug", False) else "CRITICAL",
@@ -111,6 +119,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"rebalance-audit run: error: {blocked}", file=sys.stderr)
         return 1
     return 0
+
+
+def _store_broker_settings(lake, cluster: str, path: str) -> None:
+    """The cluster's group.consumer.* timings from a broker's server.properties, in the lake's
+    cluster_settings (replacing the cluster's row) before anything is materialized."""
+    from pipelines.gold import runner, settings
+
+    try:
+        row = settings.from_broker_properties(cluster, Path(path).read_text(errors="replace"))
+    except settings.SettingsError as exc:
+        raise UsageError(f"{path}: {exc}") from None
+    runner.write_cluster_settings(lake, [row])
 
 
 def _display(root: str) -> str:
