@@ -44,7 +44,7 @@ from typing import Mapping
 
 from pipelines.assignors.javahash import coordinator_partition
 
-from .kafka_home import TestbedUnavailable, find_java, find_kafka_libs, java_command, kafka_version
+from .kafka_home import find_java, find_kafka_libs, java_command, kafka_version
 
 log = logging.getLogger(__name__)
 
