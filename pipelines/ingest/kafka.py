@@ -11,8 +11,21 @@
   even a position lost some other way cannot duplicate a row.
 * Quarantine rows (consumer errors tied to a partition/offset) are committed before the
   records commit that moves the position past them, and keyed by that position.
+* The position is the offset after the last record delivered, or the offset librdkafka
+  reports at end of partition when that is further: with transactions a partition's last
+  offsets can be control records (COMMIT/ABORT markers) or aborted records, never
+  delivered, and only the end-of-partition offset moves past them. Under read_committed
+  that end is the last stable offset: nothing past an open transaction is read or stored
+  until the transaction ends.
+* A run reads each partition up to the end it has while the run reads it: a partition is
+  done once it reported end of partition, or once it was read up to the end (last stable
+  offset) it had when the run started. It stays done when more records arrive, so the run
+  ends on a cluster whose groups keep committing (waiting for every partition to be at its
+  end at the same instant would not, with commits landing on all partitions all the time).
 * Each run also samples the log-end offsets of the partitions the groups commit on into
-  `partition_end_offsets`.
+  `partition_end_offsets`, and the ids and names of topics it has not seen into
+  `topic_metadata` (KIP-848 records name topics by id; from Kafka 4.1 nothing in
+  `__consumer_offsets` maps ids to names).
 * librdkafka properties pass through untouched (SASL, SSL, ...); their values never
   appear in output, errors or tables.
 """
@@ -193,6 +206,21 @@ def _commit_keys(keys: Iterable[bytes]) -> set[tuple[str, int]]:
     return found
 
 
+def _end_targets(consumer: _Consumer, partitions: list[int], timeout: float) -> dict[int, int]:
+    """Each partition's end as a read_committed reader sees it now (its last stable offset),
+    in one ListOffsets request per leader (the LATEST sentinel, -1, as the timestamp;
+    librdkafka's ListOffsets carries the consumer's isolation level). Partitions whose end
+    cannot be had now are left out: they are done at end of partition only."""
+    from confluent_kafka import OFFSET_END, KafkaException, TopicPartition
+
+    try:
+        found = consumer.c.offsets_for_times([TopicPartition(TOPIC, p, OFFSET_END) for p in partitions],
+                                             timeout=min(timeout, 10.0))
+    except KafkaException:
+        return {}
+    return {tp.partition: tp.offset for tp in found if tp.error is None and tp.offset >= 0}
+
+
 def ingest_kafka(
     lake,
     config: Mapping[str, object],
@@ -223,8 +251,10 @@ def ingest_kafka(
         consumer.c.assign(
             [TopicPartition(TOPIC, p, start[p] if start[p] is not None else OFFSET_BEGINNING) for p in partitions]
         )
+        targets = _end_targets(consumer, partitions, timeout)
         positions: dict[int, int] = {}   # partition → next offset, not yet committed
-        at_end: set[int] = set()
+        # Done: read to an end it had during this run (see the module docstring); never undone.
+        done: set[int] = {p for p in partitions if start[p] is not None and p in targets and start[p] >= targets[p]}
         commit_topics: set[tuple[str, int]] = set()
         pending = 0
         last_progress = time.monotonic()
@@ -246,14 +276,14 @@ def ingest_kafka(
                 break
             if max_seconds is not None and time.monotonic() - started >= max_seconds:
                 break
-            if len(at_end) == len(partitions):
+            if len(done) == len(partitions):
                 break
             if consumer.fatal:
                 raise IngestError(f"Kafka client error: {consumer.fatal}")
             if time.monotonic() - last_progress > timeout:
                 raise IngestError(
                     f"no data from Kafka at {consumer.bootstrap} for {timeout:g}s and partitions "
-                    f"{sorted(set(partitions) - at_end)[:10]} not read to their end"
+                    f"{sorted(set(partitions) - done)[:10]} not read to their end"
                     + (" (all brokers down)" if consumer.all_down else "")
                 )
             want = 1000 if max_records is None else max(1, min(1000, max_records - summary.seen))
@@ -263,7 +293,7 @@ def ingest_kafka(
                 p = msg.partition()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
-                        at_end.add(p)
+                        done.add(p)
                         if msg.offset() is not None and msg.offset() >= 0:
                             # EOF offset = next offset; with read_committed it can lie past
                             # trailing transaction markers, which need no re-reading.
@@ -283,27 +313,49 @@ def ingest_kafka(
                     )
                     positions[p] = msg.offset() + 1
                     continue
-                at_end.discard(p)
                 summary.seen += 1
                 pending += 1
                 records.add(_row(msg, cluster, ingested_at))
                 positions[p] = msg.offset() + 1
+                if p in targets and positions[p] >= targets[p]:
+                    done.add(p)
             if pending >= commit_every:
                 commit()
                 if progress:
                     progress(summary)
         commit()
         summary.extra["partitions"] = len(partitions)
-        summary.extra["caught_up"] = len(at_end) == len(partitions)
+        summary.extra["caught_up"] = len(done) == len(partitions)
         summary.extra["positions"] = {p: start.get(p) for p in partitions}
         if sample_end_offsets:
             # Stop fetching first: a pending long-poll fetch holds the broker connection and
             # would delay every watermark request behind it by fetch.wait.max.ms.
             consumer.c.unassign()
             _sample_end_offsets(lake, consumer, cluster, commit_topics, summary, timeout)
+        _sample_topic_ids(lake, config, cluster, summary, timeout, consumer.secrets)
     finally:
         consumer.close()
     return summary
+
+
+def _sample_topic_ids(lake, config: Mapping[str, object], cluster: str, summary: Summary, timeout: float,
+                      secrets: list[str]) -> None:
+    """Topic ids and names (bronze `topic_metadata`): KIP-848 records name topics by id only.
+    A failure here loses no record and is reported; the next run samples again."""
+    import logging
+
+    from confluent_kafka import KafkaException
+
+    from pipelines.ingest.topic_metadata import sample_topic_ids
+
+    # The user's properties (security, ...) without the consumer-only ones ingestion adds;
+    # librdkafka's own lines go to Python logging.
+    admin_config = {k: v for k, v in config.items() if k not in FORCED and k not in DEFAULTS}
+    admin_config["logger"] = logging.getLogger("pipelines.ingest.librdkafka")
+    try:
+        summary.extra["topic_ids_sampled"] = sample_topic_ids(lake, admin_config, cluster, timeout)
+    except KafkaException as exc:
+        summary.extra["topic_ids_failed"] = _mask(str(exc.args[0] if exc.args else exc), secrets)
 
 
 def _sample_end_offsets(lake, consumer: _Consumer, cluster: str, found: set[tuple[str, int]], summary: Summary, timeout: float) -> None:

@@ -132,8 +132,11 @@ class _Transactions:
         offsets = [TopicPartition(t, p, last + 1) for t, p, _, last in ranges]
         abort = not force_commit and self.abort_every and self.count % self.abort_every == 0
         try:
+            # The offsets go into the transaction either way, as an application that fails
+            # late does: an aborted one leaves its offset commits and an ABORT marker in
+            # __consumer_offsets, neither of which may count.
+            self.producer.send_offsets_to_transaction(offsets, self.consumer.consumer_group_metadata(), 30)
             if not abort:
-                self.producer.send_offsets_to_transaction(offsets, self.consumer.consumer_group_metadata(), 30)
                 self.producer.commit_transaction(30)
                 self.truth.write("txn_commit", member_id=self.member_id(), reason=reason,
                                  offsets=_offsets(offsets), ranges=ranges)
