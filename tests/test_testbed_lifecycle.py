@@ -65,8 +65,13 @@ def test_stop_ends_the_jvm_and_removes_the_temporary_workdir(java):
         assert set(pids) == {"kafka-1"} and all(_alive(p) for p in pids.values())
         node = cluster.brokers[0]
         assert STARTED in node.server_log.read_text()
-        # The coordinator made __consumer_offsets itself, at Kafka's default 50 partitions.
-        assert [d.name for d in node.offsets_partition_dirs()] == [f"__consumer_offsets-{p}" for p in range(50)]
+        # The coordinator made __consumer_offsets itself, at Kafka's default 50 partitions (the
+        # folders appear as the broker takes leadership, a moment after the metadata says so).
+        want = [f"__consumer_offsets-{p}" for p in range(50)]
+        deadline = time.monotonic() + 30
+        while [d.name for d in node.offsets_partition_dirs()] != want and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert [d.name for d in node.offsets_partition_dirs()] == want
         workdir = cluster.workdir
     assert not any(_alive(p) for p in pids.values())
     assert not workdir.exists()
