@@ -601,15 +601,18 @@ class ScenarioRunner:
         stable_since, last = time.monotonic(), None
         while True:
             self._check_members()
-            owners = self._current_owners()
+            # One read of every member's file per look: judging ownership and assignments
+            # from two reads could pair a member's old state with another's new one.
+            events = {name: self.members[name].events() for name in self.live()}
+            owners = self._current_owners(events)
             if owners != last:
                 stable_since, last = time.monotonic(), owners
             owned = sorted(p for parts in owners.values() for p in parts)
+            assigned = all(any(e["event"] == "assign" for e in events[n]) for n in owners)
             # Every partition owned exactly once, and either every live member has been
             # assigned since it joined, or nothing has moved for a while (KIP-848 and
             # cooperative members may never see an assignment when there is none for them).
-            if owned == list(range(self.partitions)) and (
-                    all(self._assigned_since_join(n) for n in owners) or time.monotonic() - stable_since > 3):
+            if owned == list(range(self.partitions)) and (assigned or time.monotonic() - stable_since > 3):
                 self.log("settled", assignment={n: sorted(ps) for n, ps in owners.items()})
                 return
             if time.monotonic() > deadline:
@@ -667,14 +670,14 @@ class ScenarioRunner:
                 raise BrokerError(f"member {name} exited unexpectedly with code {proc.returncode}; "
                                   f"see {self.workdir / (name + '.stderr')}")
 
-    def _current_owners(self) -> dict[str, list[int]]:
-        """Each live member's partitions of the topic. Assignments add and revocations
-        remove: eager members revoke everything and get a whole new set, incremental ones
-        (cooperative, KIP-848) get and give up only what moves."""
+    def _current_owners(self, events: dict[str, list[dict[str, Any]]]) -> dict[str, list[int]]:
+        """Each live member's partitions of the topic, from its ``events``. Assignments add
+        and revocations remove: eager members revoke everything and get a whole new set,
+        incremental ones (cooperative, KIP-848) get and give up only what moves."""
         owners: dict[str, list[int]] = {}
-        for name in self.live():
+        for name, member_events in events.items():
             owned: set[int] = set()
-            for e in self.members[name].events():
+            for e in member_events:
                 parts = {p for t, p in e.get("partitions", ()) if t == self.topic}
                 if e["event"] == "assign":
                     owned |= parts
@@ -683,8 +686,6 @@ class ScenarioRunner:
             owners[name] = sorted(owned)
         return owners
 
-    def _assigned_since_join(self, name: str) -> bool:
-        return any(e["event"] == "assign" for e in self.members[name].events())
 
     def _topic_partitions(self, topic: str, timeout: float = 15.0) -> int:
         from confluent_kafka import Producer
