@@ -334,6 +334,10 @@ FORMATS: tuple[Format, ...] = (
        rf"^Started unloading metadata for {TP} with epoch {EPOCH}\.$", state="started"),
     _f("coordinator_unloaded", "Java runtime 3.7+", "Finished unloading metadata for",
        rf"^Finished unloading metadata for {TP} with epoch {EPOCH}\.$"),
+    # A broker told to resign a partition it never loaded (a follower at start-up).
+    _f("coordinator_unloaded", "Java runtime 4.x", "Ignored unloading metadata for",
+       rf"^Ignored unloading metadata for {TP} in epoch {EPOCH} since metadata was never loaded\.$",
+       state="never_loaded"),
     _f("group_loaded", "Java 3.7+", "Loaded ",
        rf"^Loaded (?P<protocol>classic|consumer|share|streams) group {G} with (?P<members>\d+) members\.?$"),
     _f("group_unloaded", "Java 3.7+ (classic)", "Unloading group metadata for generation",
