@@ -84,9 +84,40 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, as_process: bool = False) -> int:
+    """Run one command; returns its exit code. ``as_process`` (the console script and
+    ``python -m``): commands that set ``exit_at_end`` end the process right after they
+    return, see ``_exit_now``."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    code = _run(args)
+    if as_process and getattr(args, "exit_at_end", False):
+        _exit_now(code)
+    return code
+
+
+def script() -> None:
+    """The ``rebalance-audit`` console script."""
+    sys.exit(main(as_process=True))
+
+
+def _exit_now(code: int) -> None:
+    """End the process without interpreter teardown, once all output is flushed.
+
+    A finished ingestion has committed everything it read; tearing the interpreter down
+    after it can still race native thread pools (librdkafka's, Arrow's) and abort the
+    process with SIGABRT ("terminate called without an active exception"), turning a run
+    that succeeded into a failure for the scheduler that started it. Only commands without
+    atexit work (no Spark, no broker) ask for this."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return int(args.func(args) or 0)
     except UsageError as exc:
@@ -108,6 +139,6 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":
     # Run through the package module, so `python -m rebalance_audit.cli` and the
     # `rebalance-audit` script share one set of classes (UsageError above all).
-    from rebalance_audit.cli import main as _main
+    from rebalance_audit.cli import script
 
-    sys.exit(_main())
+    script()

@@ -17,7 +17,7 @@ TopicPartition = tuple[str, int]
 @dataclass(frozen=True)
 class Truth:
     group_id: str
-    member_ids: frozenset[str]
+    member_ids: frozenset[str]      # ids that were handed an assignment
     # Each member's ownership right after each assignment it received (incremental
     # protocols add to what it owned; eager ones revoke everything first).
     ownership: dict[str, list[frozenset[TopicPartition]]]
@@ -42,9 +42,13 @@ def read_truth(result: ScenarioResult) -> Truth:
         events = run.events()
         transactional = any(e["event"] == "start" and e["config"]["commit"] == "transactional" for e in events)
         for e in events:
-            if e.get("member_id"):
-                member_ids.add(e["member_id"])
             parts = {(t, p) for t, p in e.get("partitions", ())}
+            if e["event"] == "assign" and e.get("member_id"):
+                # A member id is in the coordinator's records once an assignment under it
+                # was handed out (the coordinator persists a generation before answering
+                # SyncGroup). One that joined without being assigned, when the rebalance was
+                # overtaken by another, may never be written.
+                member_ids.add(e["member_id"])
             if e["event"] == "assign":
                 owned |= parts
                 ownership.setdefault(e["member_id"], []).append(frozenset(owned))

@@ -211,44 +211,47 @@ def test_sigkilled_ingestion_equals_a_read_committed_reader(cluster, tmp_path, c
     raw_group = _group_on_partition(cluster, "live-raw", avoid={cluster.partition_for(f"live-{k}") for k in groups})
     raw = _TxnOffsetsWriter(cluster, raw_group, "live-raw-in")
     raw.start()
-
-    rng = random.Random(20261123)
-    kills = completed = killed_after_commit = 0
-    run_times = [4.0]  # how long a whole run takes here (start-up included), learnt as it goes
-    cmd = CLI + ["--lake", str(lake_dir), "--bootstrap-servers", cluster.bootstrap_servers,
-                 "--timeout", "20", "--commit-every", "1", "--no-end-offsets"]
-    # Kill at random points while the groups and the transactions run, at least 20 times.
-    # Half the points are a random time into the run, spread over its whole life however
-    # fast this machine is (mostly interpreter start-up: a run has a few seconds of new
-    # records to read); the other half a random moment 0-150 ms after the run's random
-    # 1st-3rd Delta commit, so that kills also land mid-ingestion, between and in commits.
-    while kills < MIN_KILLS or any(r.is_alive() for r in runners):
-        before = _delta_commits(lake_dir)
-        started = time.monotonic()
-        proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        typical = sorted(run_times)[len(run_times) // 2]
-        if rng.random() < 0.5:
-            deadline = started + rng.uniform(0.2, 1.1 * typical)
-            while proc.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.01)
-        else:
-            after, pause = rng.randint(1, 3), rng.uniform(0.0, 0.15)
-            while proc.poll() is None and _delta_commits(lake_dir) < before + after:
-                time.sleep(0.01)
-            time.sleep(pause)
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
-            kills += 1
-            killed_after_commit += _delta_commits(lake_dir) > before
-        else:
-            completed += 1
-            run_times.append(time.monotonic() - started)
-            assert proc.returncode == 0, proc.stderr.read().decode()
-        proc.stderr.close()
-    for r in runners:
-        r.join()
-    raw.finish()
+    try:
+        rng = random.Random(20261123)
+        kills = completed = killed_after_commit = 0
+        run_times = [4.0]  # how long a whole run takes here (start-up included), learnt as it goes
+        cmd = CLI + ["--lake", str(lake_dir), "--bootstrap-servers", cluster.bootstrap_servers,
+                     "--timeout", "20", "--commit-every", "1", "--no-end-offsets"]
+        # Kill at random points while the groups and the transactions run, at least 20 times.
+        # Half the points are a random time into the run, spread over its whole life however
+        # fast this machine is (mostly interpreter start-up: a run has a few seconds of new
+        # records to read); the other half a random moment 0-150 ms after the run's random
+        # 1st-3rd Delta commit, so that kills also land mid-ingestion, between and in commits.
+        while kills < MIN_KILLS or any(r.is_alive() for r in runners):
+            before = _delta_commits(lake_dir)
+            started = time.monotonic()
+            proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            typical = sorted(run_times)[len(run_times) // 2]
+            if rng.random() < 0.5:
+                deadline = started + rng.uniform(0.2, 1.1 * typical)
+                while proc.poll() is None and time.monotonic() < deadline:
+                    time.sleep(0.01)
+            else:
+                after, pause = rng.randint(1, 3), rng.uniform(0.0, 0.15)
+                while proc.poll() is None and _delta_commits(lake_dir) < before + after:
+                    time.sleep(0.01)
+                time.sleep(pause)
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
+                kills += 1
+                killed_after_commit += _delta_commits(lake_dir) > before
+            else:
+                completed += 1
+                run_times.append(time.monotonic() - started)
+                assert proc.returncode == 0, proc.stderr.read().decode()
+            proc.stderr.close()
+        for r in runners:
+            r.join()
+        raw.finish()
+    finally:
+        # Never leave the writer's transactions open for the module's next tests.
+        raw.stop_event.set()
     assert not errors, errors
     assert kills >= MIN_KILLS
 

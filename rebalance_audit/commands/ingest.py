@@ -46,7 +46,7 @@ def register(subparsers) -> None:
     k.add_argument("--commit-every", type=positive_int, default=50_000, metavar="N",
                    help="records per Delta commit (default 50000)")
     k.add_argument("--no-end-offsets", action="store_true", help="do not sample partition end offsets")
-    k.set_defaults(func=run_kafka)
+    k.set_defaults(func=run_kafka, exit_at_end=True)
 
     s = sub.add_parser(
         "segments",
@@ -60,7 +60,7 @@ def register(subparsers) -> None:
     add_common_options(s)
     _cluster(s)
     s.add_argument("paths", nargs="+", metavar="PATH")
-    s.set_defaults(func=run_segments)
+    s.set_defaults(func=run_segments, exit_at_end=True)
 
     g = sub.add_parser(
         "logs",
@@ -73,7 +73,7 @@ def register(subparsers) -> None:
     g.add_argument("--tz", default="UTC", help="time zone the logs were written in (IANA name or +HH:MM; default UTC)")
     g.add_argument("--broker", action="append", default=[], metavar="ID=PATH",
                    help="broker id of the files under PATH (also reads PATH)")
-    g.set_defaults(func=run_logs)
+    g.set_defaults(func=run_logs, exit_at_end=True)
 
 
 def _cluster(p: argparse.ArgumentParser) -> None:
