@@ -15,12 +15,11 @@ import argparse
 import json
 import logging
 import sys
-import threading
 import time
 
 from .broker import BrokerError, KafkaCluster
 from .kafka_home import TestbedUnavailable
-from .scenario import SCENARIOS, ScenarioResult, run_scenario
+from .scenario import SCENARIOS, run_together
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
                                install=True)
         with cluster:
             t0 = time.monotonic()
-            results = _run_together(cluster, names)
+            results = run_together(cluster, {n: SCENARIOS[n](topic=f"{n}-in") for n in names})
             summary = {
                 "bootstrap_servers": cluster.bootstrap_servers,
                 "kafka_version": cluster.kafka_version,
@@ -70,27 +69,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"testbed: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 1
     return 0
-
-
-def _run_together(cluster: KafkaCluster, names: list[str]) -> dict[str, ScenarioResult]:
-    """Each scenario on its own thread, group ``<name>`` and topic ``<name>-in``."""
-    results: dict[str, ScenarioResult] = {}
-    errors: list[BaseException] = []
-
-    def one(name: str) -> None:
-        try:
-            results[name] = run_scenario(cluster, SCENARIOS[name](topic=f"{name}-in"), group_id=name)
-        except BaseException as exc:  # noqa: BLE001 - re-raised below, on the main thread
-            errors.append(exc)
-
-    threads = [threading.Thread(target=one, args=(n,), name=f"scenario-{n}") for n in names]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
-    return results
 
 
 if __name__ == "__main__":

@@ -774,6 +774,33 @@ def run_scenario(cluster: KafkaCluster, steps: Iterable[Step], *, group_id: str 
     return runner.result()
 
 
+def run_together(cluster: KafkaCluster, scenarios: Mapping[str, Iterable[Step]],
+                 workdirs: Mapping[str, Path] | None = None) -> dict[str, ScenarioResult]:
+    """Several groups at once: ``scenarios`` maps a group id to its steps, each run on its own
+    thread; the first failure is raised once all have ended. Daemon threads: on Ctrl-C the
+    caller stops the cluster and exits; the members, whose stdin closes with this process,
+    shut down by themselves."""
+    results: dict[str, ScenarioResult] = {}
+    errors: list[BaseException] = []
+
+    def one(group_id: str, steps: Iterable[Step]) -> None:
+        try:
+            results[group_id] = run_scenario(cluster, steps, group_id=group_id,
+                                             workdir=(workdirs or {}).get(group_id))
+        except BaseException as exc:  # noqa: BLE001 - re-raised below, on the calling thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one, args=item, name=f"scenario-{item[0]}", daemon=True)
+               for item in scenarios.items()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return results
+
+
 def _step_args(step: Step) -> dict[str, Any]:
     return {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in step.__dict__.items()}
 
@@ -785,5 +812,5 @@ def _now_ms() -> int:
 __all__ = [
     "MEMBER_DEFAULTS", "CLASSIC_MEMBER_DEFAULTS", "CreateTopic", "StartProducer", "StopProducer", "Join", "Leave",
     "Crash", "Stall", "RestartCluster", "StopBroker", "StartBroker", "Sleep", "Settle", "Drain", "StopAll", "Step",
-    "MemberRun", "ScenarioResult", "ScenarioRunner", "SCENARIOS", "default_scenario", "run_scenario",
+    "MemberRun", "ScenarioResult", "ScenarioRunner", "SCENARIOS", "default_scenario", "run_scenario", "run_together",
 ]

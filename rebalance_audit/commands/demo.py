@@ -303,29 +303,10 @@ def _start_spark_in_background(master: str) -> _SparkStarter:
 
 
 def _run_scenarios(kafka) -> dict[str, object]:
-    """Every demo group's scenario on its own thread; the first failure is raised once all ended."""
-    from pipelines.testbed.scenario import SCENARIOS, run_scenario
+    """Every demo group's scenario at once, each on its own thread."""
+    from pipelines.testbed.scenario import SCENARIOS, run_together
 
-    results: dict[str, object] = {}
-    errors: list[BaseException] = []
-
-    def one(group: DemoGroup) -> None:
-        try:
-            steps = SCENARIOS[group.scenario](topic=group.topic)
-            results[group.group_id] = run_scenario(kafka, steps, group_id=group.group_id)
-        except BaseException as exc:  # noqa: BLE001 - re-raised below, on the main thread
-            errors.append(exc)
-
-    # Daemon threads: on Ctrl-C the demo stops the broker and exits; the members, whose stdin
-    # closes with this process, shut down by themselves.
-    threads = [threading.Thread(target=one, args=(g,), name=f"demo-{g.group_id}", daemon=True) for g in DEMO_GROUPS]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
-    return results
+    return run_together(kafka, {g.group_id: SCENARIOS[g.scenario](topic=g.topic) for g in DEMO_GROUPS})
 
 
 def _member_events(result) -> dict[str, list[dict]]:
