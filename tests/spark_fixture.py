@@ -11,7 +11,8 @@ import pytest
 def spark():
     from pipelines.spark import get_spark
 
-    session = get_spark("local[2]", app_name="rebalance-audit-tests", conf={"spark.sql.shuffle.partitions": "2"})
+    # Spark's small-lake settings come from the suite's environment (tests/conftest.py).
+    session = get_spark("local[2]", app_name="rebalance-audit-tests")
     yield session
     # Left running on purpose: other modules of the same run may still need it; the JVM
     # exits with the test process.

@@ -57,8 +57,10 @@ def test_gold_asset_config_offers_every_gold_param_with_its_default():
 
 @pytest.mark.skipif(not KIP848_PROPS.is_file(), reason="recordings not found")
 def test_run_stores_a_clusters_settings_from_its_broker_properties(tmp_path):
-    """`run --broker-properties` is how a user tells gold the broker's KIP-848 timings; the
-    cluster's row is stored before anything runs (an empty lake: nothing to materialize)."""
+    """`run --broker-properties` and `--client-heartbeat-ms` are how a user tells gold the
+    broker's KIP-848 timings and the classic clients' heartbeat; the cluster's row is stored
+    before anything runs (an empty lake: nothing to materialize), each run keeping what the
+    other stored."""
     import argparse
 
     from rebalance_audit.cli import UsageError
@@ -67,12 +69,22 @@ def test_run_stores_a_clusters_settings_from_its_broker_properties(tmp_path):
     lake_dir = tmp_path / "lake"
     parser = argparse.ArgumentParser()
     run_command.register(parser.add_subparsers())
-    args = parser.parse_args(["run", "--lake", str(lake_dir), "--cluster", "k", "--broker-properties", str(KIP848_PROPS)])
-    run_command._store_broker_settings(Lake(lake_dir), args.cluster, args.broker_properties)
-    rows = Lake(lake_dir).read_arrow(settings.TABLE).to_pylist()
-    assert rows == [{"cluster": "k", "classic_heartbeat_interval_ms": None,
-                     "consumer_session_timeout_ms": 10000, "consumer_heartbeat_interval_ms": 2000}]
+
+    def store(*argv: str) -> list[dict]:
+        args = parser.parse_args(["run", "--lake", str(lake_dir), "--cluster", "k", *argv])
+        run_command._store_cluster_settings(Lake(lake_dir), args.cluster, args.broker_properties,
+                                            args.client_heartbeat_ms)
+        return Lake(lake_dir).read_arrow(settings.TABLE).to_pylist()
+
+    assert store("--broker-properties", str(KIP848_PROPS)) == [
+        {"cluster": "k", "classic_heartbeat_interval_ms": None,
+         "consumer_session_timeout_ms": 10000, "consumer_heartbeat_interval_ms": 2000}]
+    assert store("--client-heartbeat-ms", "1000") == [
+        {"cluster": "k", "classic_heartbeat_interval_ms": 1000,
+         "consumer_session_timeout_ms": 10000, "consumer_heartbeat_interval_ms": 2000}]
+    with pytest.raises(SystemExit):
+        store("--client-heartbeat-ms", "0")
     bad = tmp_path / "bad.properties"
     bad.write_text("group.consumer.session.timeout.ms=soon\n")
     with pytest.raises(UsageError, match="not a whole number"):
-        run_command._store_broker_settings(Lake(lake_dir), "k", str(bad))
+        run_command._store_cluster_settings(Lake(lake_dir), "k", str(bad), None)

@@ -33,6 +33,7 @@ import pytest
 from pipelines.lake import Lake
 from pipelines.testbed import KafkaCluster, TestbedUnavailable, find_java, java_command
 from pipelines.testbed.scenario import (
+    CLASSIC_MEMBER_DEFAULTS,
     SCENARIOS,
     CreateTopic,
     Drain,
@@ -171,11 +172,13 @@ def recorded(tmp_path_factory) -> Recorded:
             for runner in steady.values():
                 runner.close()
     # Judged by its own test: the findings tests below still read what it wrote.
-    # The SRE points run at a broker's server.properties: the KIP-848 session timeout the
-    # testbed lowers (6 s) bounds when a crashed member stopped.
+    # The SRE points run at a broker's server.properties and gives the classic clients'
+    # heartbeat interval: the KIP-848 session timeout the testbed lowers (6 s) and the
+    # members' heartbeats bound when a crashed member stopped.
     properties = cluster.brokers[0].workdir / "config" / "server.properties"
+    heartbeat_ms = str(CLASSIC_MEMBER_DEFAULTS["heartbeat.interval.ms"])
     run = subprocess.run([*CLI, "run", "--lake", str(lake_dir), "--cluster", CLUSTER,
-                          "--broker-properties", str(properties)],
+                          "--broker-properties", str(properties), "--client-heartbeat-ms", heartbeat_ms],
                          cwd=REPO, capture_output=True, text=True, timeout=1200)
     return Recorded(cluster, results, Lake(lake_dir), members, offsets, topic_names, run)
 
@@ -295,23 +298,37 @@ def test_gold_duplicate_windows_cover_what_was_consumed_twice(recorded, name):
     assert len(covered) >= 0.99 * len(duplicates), sorted(duplicates - covered)[:20]
 
 
-# The aim is within a quarter of the truth. On a loaded 2-core machine the consumers (and the
-# producer) run in bursts, so the rates gold reads from commit cadences swing: measured here
-# between 0.8x and 2x of the truth per scenario. The bound asserted is what holds today; the
-# test prints each figure.
-ESTIMATE_FACTOR = 2.5
+# The estimate is rate x time since the last commit. What no commit shows is how far behind
+# the log the member ran when it died: on this 2-core machine, with four broker JVMs and
+# thirty clients, a partition's consumer lag swings by a few seconds (its leader's fetch
+# answers late), which moves the truth by up to a third either way in one scenario. The
+# members die a while after their commit (pipelines/testbed/scenario.py,
+# CRASH_AFTER_COMMIT_S) for the heartbeat's share of that to stay small. Asserted: all the
+# scenarios together within a quarter of the truth, each within half; every figure printed.
+ESTIMATE_TOLERANCE = 0.25
+ESTIMATE_TOLERANCE_EACH = 0.5
+
+
+def _estimate_and_truth(recorded: Recorded, name: str) -> tuple[int, int]:
+    windows = _windows(recorded, GROUPS[name])
+    return sum(w["estimated_records"] or 0 for w in windows), len(_truth(recorded, name).duplicates)
 
 
 @pytest.mark.parametrize("name", FINDINGS)
 def test_gold_estimate_is_near_the_truth(recorded, name):
-    truth, windows = _truth(recorded, name), _windows(recorded, GROUPS[name])
-    actual = len(truth.duplicates)
-    estimated = sum(w["estimated_records"] or 0 for w in windows)
+    estimated, actual = _estimate_and_truth(recorded, name)
     print(f"{name}: estimated {estimated} records consumed twice, truth {actual}")
     if actual == 0:
         assert estimated == 0
     else:
-        assert actual / ESTIMATE_FACTOR <= estimated <= actual * ESTIMATE_FACTOR, (estimated, actual)
+        assert abs(estimated - actual) <= ESTIMATE_TOLERANCE_EACH * actual, (estimated, actual)
+
+
+def test_gold_estimates_together_are_within_a_quarter(recorded):
+    pairs = [_estimate_and_truth(recorded, name) for name in FINDINGS]
+    estimated, actual = sum(e for e, _ in pairs), sum(a for _, a in pairs)
+    print(f"all scenarios: estimated {estimated} records consumed twice, truth {actual}")
+    assert actual > 0 and abs(estimated - actual) <= ESTIMATE_TOLERANCE * actual, (estimated, actual)
 
 
 @pytest.mark.parametrize("name", FINDINGS)
@@ -319,6 +336,17 @@ def test_gold_no_estimate_where_nothing_was_consumed_twice(recorded, name):
     truth, windows = _truth(recorded, name), _windows(recorded, GROUPS[name])
     empty = [w for w in windows if (w["estimated_records"] or 0) > 0 and not _covered([w], truth.duplicates)]
     assert not empty, empty
+
+
+def test_a_rolling_restart_is_no_storm_and_leaves_nobody_idle(recorded):
+    """A cooperative rolling restart moves each partition about twice and restarts each
+    member once: with a user's defaults it is no storm, and a member idle between the two
+    rounds of a handover is transient."""
+    group = GROUPS["cooperative-rolling"]
+    assert len(_rows(recorded, "rebalance_episodes", group)) >= 6  # three leaves, three joins
+    assert not _rows(recorded, "rebalance_storms", group)
+    lasting = [r for r in _rows(recorded, "idle_consumers", group) if not r["transient"]]
+    assert not lasting, lasting
 
 
 def test_the_scenarios_consumed_twice_where_they_should(recorded):

@@ -43,7 +43,8 @@ def build_all(inputs: GoldInputs, params: GoldParams | None = None) -> dict:
         "commit_anomalies": anomalies.build_commit_anomalies(inputs, holdings, params, attributed),
         "idle_consumers": idle.build_idle_consumers(inputs, snaps),
         "rebalance_storms": storms.build_rebalance_storms(
-            eps, params, storms.membership_identities(inputs.member_assignments, inputs.consumer_group_members)),
+            eps, params, storms.membership_identities(inputs.member_assignments, inputs.consumer_group_members),
+            holdings),
         "coverage_gaps": coverage.build_coverage_gaps(inputs),
     }
     return out

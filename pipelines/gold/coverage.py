@@ -26,7 +26,6 @@ def build_coverage_gaps(inputs: GoldInputs) -> DataFrame:
     pos = inputs.offset_commits.select("cluster", "group_id", "coordinator_partition", "log_offset", "record_ts") \
         .unionByName(inputs.group_generations.select("cluster", "group_id", "coordinator_partition", "log_offset", "record_ts"))
     if holes is not None:
-        b = inputs.bronze_positions
         groups = pos.select("cluster", "group_id", "coordinator_partition").distinct()
         # Timestamps of the holes' edges come from the nearest records we do have.
         edge = pos.groupBy("cluster", "coordinator_partition", "log_offset").agg(F.max(ms("record_ts")).alias("t"))

@@ -12,7 +12,8 @@ not in the records; it is bounded from its own commits:
     heartbeat, which on average came half a heartbeat interval before the crash;
   - poll timeout (librdkafka leaves with a plain LeaveGroup, the Java client says so in its
     reason): A stopped polling `max.poll.interval.ms` (the rebalance timeout stored in
-    group metadata) before it left;
+    group metadata) before it left, and librdkafka's twice-a-second check a quarter of a
+    second before that on average;
   - revocation without a final commit: A processed until the rebalance started;
   - when the stop time is unknown or falls outside the commit interval, the middle of the
     interval (a stop is equally likely anywhere in it).
@@ -37,6 +38,9 @@ from .model import GoldInputs, GoldParams
 
 TP = ["cluster", "group_id", "topic", "partition", "coordinator_partition"]
 
+# librdkafka's max.poll.interval.ms check runs on a timer of this period.
+LIBRDKAFKA_POLL_CHECK_MS = 500
+
 WINDOW_COLUMNS = [
     "cluster", "group_id", "incarnation", "topic", "partition", "from_member", "to_member",
     "from_instance_id", "to_instance_id", "handover_ts", "start_offset", "end_offset_estimate", "end_offset_high",
@@ -59,8 +63,6 @@ def owner_commit_stats(attributed: DataFrame) -> DataFrame:
         F.max_by("offset", "effective_log_offset").alias("last_offset"),
         F.max_by("commit_ms", "effective_log_offset").alias("last_ms"),
         F.max_by("gap_ms", "effective_log_offset").alias("last_gap_ms"),
-        F.min_by("offset", "effective_log_offset").alias("first_offset"),
-        F.min_by("commit_ms", "effective_log_offset").alias("first_ms"),
         F.max(F.when(F.col("_n") == 2, F.col("offset"))).alias("second_offset"),
         F.max(F.when(F.col("_n") == 2, F.col("commit_ms"))).alias("second_ms"),
         F.percentile_approx("gap_ms", 0.5).alias("cadence_ms"),
@@ -153,11 +155,14 @@ def build_duplicate_windows(inputs: GoldInputs, intervals: DataFrame, attributed
     # owner had been silent for about max.poll.interval.ms (the rebalance timeout) is one.
     silent_before_exit = F.col("exit_ts") - F.col("last_ms")
     poll_like = silent_before_exit >= F.col("prev_rebalance_timeout_ms") - F.coalesce("cadence_high_ms", "tp_cadence_ms")
-    kind = F.when((F.col("exit_kind") == "leave") & F.coalesce(poll_like, F.lit(False)), "poll_timeout") \
-        .otherwise(F.col("exit_kind"))
+    librdkafka_poll = (F.col("exit_kind") == "leave") & F.coalesce(poll_like, F.lit(False))
+    kind = F.when(librdkafka_poll, "poll_timeout").otherwise(F.col("exit_kind"))
     # When did the old owner stop processing?
     stop_crash = F.coalesce("exit_ts", end_join) - session + hb / 2
-    stop_poll = F.col("exit_ts") - F.col("prev_rebalance_timeout_ms")
+    # librdkafka looks at the time since the last poll twice a second: it leaves on average a
+    # quarter of a second after max.poll.interval.ms ran out.
+    stop_poll = F.col("exit_ts") - F.col("prev_rebalance_timeout_ms") \
+        - F.when(librdkafka_poll, F.lit(LIBRDKAFKA_POLL_CHECK_MS / 2)).otherwise(F.lit(0))
     stop_revoke = F.coalesce("rebalance_start_ts", end_join)
     stop = (F.when(left & (kind == "poll_timeout"), stop_poll)
             .when(left & (kind == "leave"), stop_poll)
@@ -171,11 +176,9 @@ def build_duplicate_windows(inputs: GoldInputs, intervals: DataFrame, attributed
     # The owner's processing rate over its commits. A new owner first catches up on what was
     # produced while the partition sat unowned during the rebalance, so its first commit
     # interval measures a burst, not its rate: from the second commit on when there are
-    # two intervals after it to measure.
-    mean_rate = (F.when((F.col("n_commits") >= 3) & (F.col("last_ms") - F.col("second_ms") >= 1000),
-                        (F.col("last_offset") - F.col("second_offset")) / (F.col("last_ms") - F.col("second_ms")))
-                 .when(F.col("last_ms") > F.col("first_ms"),
-                       (F.col("last_offset") - F.col("first_offset")) / (F.col("last_ms") - F.col("first_ms"))))
+    # two intervals after it to measure, else the partition's rate over all its commits.
+    mean_rate = F.when((F.col("n_commits") >= 3) & (F.col("last_ms") - F.col("second_ms") >= 1000),
+                       (F.col("last_offset") - F.col("second_offset")) / (F.col("last_ms") - F.col("second_ms")))
     rate = F.coalesce(mean_rate, F.col("tp_rate"))
     peak = F.greatest(F.coalesce("peak_rate", rate), F.coalesce("tp_peak_rate", rate), rate)
     h = h.withColumn("rate_ms", rate).withColumn("peak_ms", peak)

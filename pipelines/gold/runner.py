@@ -95,6 +95,11 @@ def read_inputs(lake, versions: Mapping[str, int] | None = None, keys=None,
     return GoldInputs(**kw)
 
 
+def read_cluster_settings(lake) -> list[dict]:
+    """The lake's per-cluster settings rows (none before any were written)."""
+    return lake.read_arrow(settings.TABLE).to_pylist() if lake.exists(settings.TABLE) else []
+
+
 def write_cluster_settings(lake, rows: Iterable[Mapping]) -> int:
     """Store per-cluster settings, replacing the given clusters' rows; returns the table version."""
     data = settings.rows_table(rows)
@@ -103,7 +108,7 @@ def write_cluster_settings(lake, rows: Iterable[Mapping]) -> int:
                     description="per-cluster settings gold needs and the records do not hold")
         return lake.append(settings.TABLE, data)
     given = set(data.column("cluster").to_pylist())
-    kept = [r for r in lake.read_arrow(settings.TABLE).to_pylist() if r["cluster"] not in given]
+    kept = [r for r in read_cluster_settings(lake) if r["cluster"] not in given]
     # The table is a handful of rows: rewrite it whole (every row has a cluster), in one commit.
     return lake.overwrite_where(settings.TABLE, settings.rows_table(kept + data.to_pylist()), "cluster IS NOT NULL")
 

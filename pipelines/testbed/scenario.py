@@ -158,9 +158,18 @@ Step = Union[CreateTopic, StartProducer, StopProducer, Join, Leave, Crash, Stall
              StartBroker, Sleep, Settle, Drain, StopAll]
 
 
+# The member that dies commits every CRASH_COMMIT_S and dies CRASH_AFTER_COMMIT_S after a
+# commit. What the group then consumes twice is what it processed in those seconds; gold
+# dates the death from the session expiry, uncertain by up to a heartbeat interval (1 s
+# here). Dying 4 s after a commit keeps that uncertainty near a tenth of the truth, where a
+# 2 s age made it a quarter.
+CRASH_COMMIT_S = 6.0
+CRASH_AFTER_COMMIT_S = 4.0
+
+
 def classic_range_scenario(topic: str = "orders", partitions: int = 6, rate_per_s: float = 40.0) -> list[Step]:
-    """≈35 s, classic eager ``range``: c1 (auto-commit) and c2 (manual commits every 4 s)
-    join, c3 joins, c1 leaves cleanly, c2 is SIGKILLed 2 s after a commit (noticed at its
+    """≈40 s, classic eager ``range``: c1 (auto-commit) and c2 (manual commits every 6 s)
+    join, c3 joins, c1 leaves cleanly, c2 is SIGKILLed 4 s after a commit (noticed at its
     6 s session timeout: what it processed after its last commit is consumed again), c3
     drains the topic and stops."""
     def member(name: str, commit: str, interval_s: float = 1.0) -> Join:
@@ -169,7 +178,7 @@ def classic_range_scenario(topic: str = "orders", partitions: int = 6, rate_per_
         CreateTopic(topic, partitions),
         StartProducer(topic, rate_per_s),
         member("c1", "auto"),
-        member("c2", "manual", interval_s=4.0),
+        member("c2", "manual", interval_s=CRASH_COMMIT_S),
         Settle(),
         Sleep(3),
         member("c3", "auto"),
@@ -177,8 +186,8 @@ def classic_range_scenario(topic: str = "orders", partitions: int = 6, rate_per_
         Sleep(3),
         Leave("c1"),
         Settle(),
-        Sleep(9),  # two of c2's commit intervals on its new partitions: a cadence to judge by
-        Crash("c2", after_commit_s=2.0),
+        Sleep(2 * CRASH_COMMIT_S + 1),  # two of c2's commit intervals on its new partitions: a cadence to judge by
+        Crash("c2", after_commit_s=CRASH_AFTER_COMMIT_S),
         Settle(),
         Sleep(2),
         StopProducer(),
@@ -208,7 +217,7 @@ POLL_TIMEOUT_MS = 7000
 
 
 def poll_timeout_scenario(topic: str = "orders", partitions: int = 6, rate_per_s: float = 40.0) -> list[Step]:
-    """≈40 s, ``roundrobin`` with a poll timeout: c2 (manual commits every 4 s) stops
+    """≈45 s, ``roundrobin`` with a poll timeout: c2 (manual commits every 6 s) stops
     polling for 10 s, half-way between two commits, past max.poll.interval.ms: librdkafka
     leaves the group for it, c1 takes its partitions from their last commit (consuming
     again what c2 did since), and c2 rejoins when it polls again."""
@@ -217,9 +226,9 @@ def poll_timeout_scenario(topic: str = "orders", partitions: int = 6, rate_per_s
         CreateTopic(topic, partitions),
         StartProducer(topic, rate_per_s),
         Join("c1", commit="auto", assignor="roundrobin", properties=props),
-        Join("c2", commit="manual", commit_interval_s=4.0, assignor="roundrobin", properties=props),
+        Join("c2", commit="manual", commit_interval_s=CRASH_COMMIT_S, assignor="roundrobin", properties=props),
         Settle(),
-        Sleep(9),  # two of c2's commit intervals: a cadence to judge by
+        Sleep(2 * CRASH_COMMIT_S + 1),  # two of c2's commit intervals: a cadence to judge by
         Stall("c2", POLL_TIMEOUT_MS / 1000 + 3),
         # Past the poll timeout c1 owns everything while c2, still stuck, believes it owns
         # its old partitions: Settle then waits for c2 to wake, lose them and rejoin.
@@ -234,8 +243,8 @@ def poll_timeout_scenario(topic: str = "orders", partitions: int = 6, rate_per_s
 
 def kip848_scenario(topic: str = "orders", partitions: int = 6, rate_per_s: float = 40.0,
                     assignor: str = "uniform") -> list[Step]:
-    """≈35 s, KIP-848 (``group.protocol=consumer``, server-side ``assignor``): c1 and c2
-    join, c3 joins, c2 (auto-commit every 4 s) is SIGKILLed 2 s after a commit (fenced at
+    """≈40 s, KIP-848 (``group.protocol=consumer``, server-side ``assignor``): c1 and c2
+    join, c3 joins, c2 (auto-commit every 6 s) is SIGKILLed 4 s after a commit (fenced at
     the broker's 6 s session timeout), c1 leaves cleanly, c3 drains the topic and stops."""
     def member(name: str, **props: object) -> Join:
         return Join(name, commit="auto", protocol="consumer", assignor=assignor, properties=props)
@@ -243,13 +252,13 @@ def kip848_scenario(topic: str = "orders", partitions: int = 6, rate_per_s: floa
         CreateTopic(topic, partitions),
         StartProducer(topic, rate_per_s),
         member("c1"),
-        member("c2", **{"auto.commit.interval.ms": 4000}),
+        member("c2", **{"auto.commit.interval.ms": int(CRASH_COMMIT_S * 1000)}),
         Settle(),
         Sleep(3),
         member("c3"),
         Settle(),
-        Sleep(9),  # two of c2's commit intervals on its new partitions: a cadence to judge by
-        Crash("c2", after_commit_s=2.0),
+        Sleep(2 * CRASH_COMMIT_S + 1),  # two of c2's commit intervals on its new partitions: a cadence to judge by
+        Crash("c2", after_commit_s=CRASH_AFTER_COMMIT_S),
         Settle(),
         Sleep(2),
         Leave("c1"),

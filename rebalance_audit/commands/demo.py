@@ -249,24 +249,11 @@ def _store_cluster_settings(lake_root: str, cluster: str, kafka) -> None:
 
 
 # ----- the groups -------------------------------------------------------------------------
-# Spark settings for the demo's few thousand rows, in local mode: the run is hundreds of tiny
-# Spark jobs, so per-job overhead is everything. One shuffle partition, no adaptive
-# re-planning and no whole-stage code generation (nothing to gain on a few rows, a Janino
-# compile per query to lose), and the JVM's quick C1 JIT only with the serial GC (C2's
-# compiler threads and G1's concurrent ones compete for the two cores the run has).
-# Measured on the demo's data, 2 cores at load ~8: materialization 223 s with the project's
-# defaults, 86-134 s with these, every table equal.
-DEMO_SPARK_CONF = {
-    "spark.sql.shuffle.partitions": "1",
-    "spark.default.parallelism": "2",
-    "spark.sql.adaptive.enabled": "false",
-    "spark.sql.codegen.wholeStage": "false",
-    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
-}
-
-
 def demo_spark_conf(master: str) -> dict[str, str]:
-    return dict(DEMO_SPARK_CONF) if master.startswith("local") else {}
+    """The demo's lake is a few thousand rows: Spark's small-lake settings."""
+    from pipelines.spark import profile_conf
+
+    return profile_conf(master, "small-lake")
 
 
 class _SparkStarter(threading.Thread):

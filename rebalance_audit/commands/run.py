@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from rebalance_audit.cli import UsageError, add_common_options, positive_float
+from rebalance_audit.cli import UsageError, add_common_options, positive_float, positive_int
 
 
 def register(subparsers) -> None:
@@ -47,6 +47,10 @@ def register(subparsers) -> None:
                    help="a broker's server.properties: the cluster's KIP-848 session timeout and heartbeat "
                         "interval (group.consumer.*), which bound duplicate windows; kept in the lake's "
                         "cluster_settings (Kafka's defaults, 45 s and 5 s, until given)")
+    p.add_argument("--client-heartbeat-ms", type=positive_int, metavar="MS",
+                   help="the classic consumers' heartbeat.interval.ms (a client setting no record holds), which "
+                        "dates a crashed member's stop; kept in the lake's cluster_settings (the clients' default, "
+                        "3000, until given)")
     p.add_argument("--skip-checks", action="store_true",
                    help="do not run the data-quality checks (faster; nothing then guards downstream tables)")
     p.add_argument("--timings", action="store_true",
@@ -100,8 +104,9 @@ def run(args: argparse.Namespace) -> int:
     resources = build_resources(args)
     from assets.inprocess import blocked_message, check_summary, materialize_all, step_timings, summary_table
 
-    if getattr(args, "broker_properties", None):
-        _store_broker_settings(resources["lake"].lake(), args.cluster, args.broker_properties)
+    if getattr(args, "broker_properties", None) or getattr(args, "client_heartbeat_ms", None):
+        _store_cluster_settings(resources["lake"].lake(), args.cluster, args.broker_properties,
+                                args.client_heartbeat_ms)
     started = time.monotonic()
     checks = not getattr(args, "skip_checks", False)
     outcome = materialize_all(resources, log_level="DEBUG" if getattr(args, "debug", False) else "CRITICAL",
@@ -121,15 +126,22 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _store_broker_settings(lake, cluster: str, path: str) -> None:
-    """The cluster's group.consumer.* timings from a broker's server.properties, in the lake's
-    cluster_settings (replacing the cluster's row) before anything is materialized."""
+def _store_cluster_settings(lake, cluster: str, properties_path: str | None, client_heartbeat_ms: int | None) -> None:
+    """The cluster's settings in the lake's cluster_settings, before anything is materialized:
+    the group.consumer.* timings of a broker's server.properties, the clients' heartbeat
+    interval. What is not given keeps the value stored by an earlier run."""
     from pipelines.gold import runner, settings
 
-    try:
-        row = settings.from_broker_properties(cluster, Path(path).read_text(errors="replace"))
-    except settings.SettingsError as exc:
-        raise UsageError(f"{path}: {exc}") from None
+    stored = [r for r in runner.read_cluster_settings(lake) if r["cluster"] == cluster]
+    row = dict(stored[0]) if stored else {"cluster": cluster}
+    if properties_path:
+        try:
+            given = settings.from_broker_properties(cluster, Path(properties_path).read_text(errors="replace"))
+        except settings.SettingsError as exc:
+            raise UsageError(f"{properties_path}: {exc}") from None
+        row.update({k: v for k, v in given.items() if k != "classic_heartbeat_interval_ms"})
+    if client_heartbeat_ms:
+        row["classic_heartbeat_interval_ms"] = client_heartbeat_ms
     runner.write_cluster_settings(lake, [row])
 
 
