@@ -1,7 +1,8 @@
 """Dagster resources: where the lake is, which Spark to use, which sources to ingest.
 
 Resources only hold settings and hand out engine objects (`pipelines.lake.Lake`, the
-process's SparkSession, a librdkafka config dict); they do no work of their own.
+process's SparkSession, a librdkafka config dict); they do no work of their own, except that
+the lake resource holds the lake's writer lock while a run uses it.
 
 Secrets (SASL password, object-store keys) are meant to come from environment variables
 through `dagster.EnvVar`, so the Dagster UI and run records show the variable's name,
@@ -45,6 +46,14 @@ class LakeResource(ConfigurableResource):
         from pipelines.lake import Lake
 
         return Lake(self.root, storage_options=self.storage_options or None, spark=spark)
+
+    def yield_for_execution(self, context):
+        """The lake's writer lock for as long as the run (or, under the multiprocess
+        executor, the step) uses the lake: a scheduled run and a sensor's run, or a command
+        beside them, never write at the same time; the later one waits (pipelines/lake/lock.py)."""
+        log = context.log if context is not None and context.log is not None else None
+        with self.lake().writer_lock(say=log.warning if log is not None else None):
+            yield self
 
 
 class KafkaResource(ConfigurableResource):

@@ -5,8 +5,8 @@ One three-broker KRaft cluster (``__consumer_offsets`` at Kafka's default 50 par
 replication factor 3) runs every scenario at once, each a group of real librdkafka
 processes: classic eager ``range`` with a crash and a clean leave, a ``cooperative-sticky``
 rolling restart, a ``roundrobin`` poll timeout, KIP-848 groups under the ``uniform`` and
-``range`` server assignors with joins, a crash and a leave, and a transactional
-consume-transform-produce group. Two more groups stay up, steady, until Kafka's
+``range`` server assignors with joins, a crash and a leave, a static member crashed and
+restarted inside its session timeout, and a transactional consume-transform-produce group. Two more groups stay up, steady, until Kafka's
 ``kafka-consumer-groups`` has described them.
 
 The lake is filled the way a user fills it: ``ingest kafka`` from the live cluster, ``ingest
@@ -61,6 +61,7 @@ GROUPS = {
     "poll-timeout": "it-polltimeout",
     "kip848-uniform": "it-kip848-uniform",
     "kip848-range": "it-kip848-range",
+    "static-restart": "it-static",
     "transactional": "it-txn",
 }
 # Still running, steady, when Kafka's tool describes the groups.
@@ -338,6 +339,25 @@ def test_gold_no_estimate_where_nothing_was_consumed_twice(recorded, name):
     assert not empty, empty
 
 
+def test_kip848_members_waiting_on_their_group_are_not_idle(recorded):
+    """Every member of the KIP-848 groups owned partitions once the group settled: an empty
+    assignment while others released theirs, or before Kafka computed the new target
+    assignment, is transient."""
+    groups = [GROUPS["kip848-uniform"], GROUPS["kip848-range"], "it-steady-kip848"]
+    seen = [r for g in groups for r in _rows(recorded, "idle_consumers", g)]
+    lasting = [r for r in seen if not r["transient"]]
+    assert not lasting, lasting
+    assert seen  # not vacuous: members did wait while joining
+
+
+def test_a_static_member_restarted_in_its_session_is_its_own_cause(recorded):
+    """The restarted process took over under the same instance id without a rebalance: its
+    windows say so (not a crash: no session expired)."""
+    windows = _windows(recorded, GROUPS["static-restart"])
+    assert windows and {w["cause"] for w in windows} == {"static_member_replaced"}, windows
+    assert {(w["from_instance_id"], w["to_instance_id"]) for w in windows} == {("s1", "s1")}
+
+
 def test_a_rolling_restart_is_no_storm_and_leaves_nobody_idle(recorded):
     """A cooperative rolling restart moves each partition about twice and restarts each
     member once: with a user's defaults it is no storm, and a member idle between the two
@@ -353,7 +373,7 @@ def test_the_scenarios_consumed_twice_where_they_should(recorded):
     """The scenarios do what they are for: crashes and a poll timeout re-consume, clean and
     transactional groups do not (so the findings tests above test something)."""
     twice = {name: len(_truth(recorded, name).duplicates) for name in GROUPS}
-    for name in ("classic-range", "poll-timeout", "kip848-uniform", "kip848-range"):
+    for name in ("classic-range", "poll-timeout", "kip848-uniform", "kip848-range", "static-restart"):
         assert twice[name] > 0, twice
     assert twice["cooperative-rolling"] == 0 and twice["transactional"] == 0, twice
 

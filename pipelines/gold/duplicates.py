@@ -15,6 +15,8 @@ not in the records; it is bounded from its own commits:
     group metadata) before it left, and librdkafka's twice-a-second check a quarter of a
     second before that on average;
   - revocation without a final commit: A processed until the rebalance started;
+  - a static member replaced by its own restart (same group.instance.id, no exit): unknown
+    (the session never expired), bounded by the replacement;
   - when the stop time is unknown or falls outside the commit interval, the middle of the
     interval (a stop is equally likely anywhere in it).
 * log-end offsets sampled in live mode cap both.
@@ -130,7 +132,13 @@ def build_duplicate_windows(inputs: GoldInputs, intervals: DataFrame, attributed
     hb = F.when(classic, F.col("classic_heartbeat_interval_ms")).otherwise(F.col("consumer_heartbeat_interval_ms"))
     session = F.coalesce(F.col("prev_session_timeout_ms").cast("long"), F.col("consumer_session_timeout_ms"))
     hb = F.least(hb, session / 3)
-    end_join = F.coalesce("prev_end_join_ts", "prev_to_ms")
+    # A static member (group.instance.id) restarted inside its session timeout is replaced
+    # under the same instance id with no rebalance and no exit: the new process resumes from
+    # the last commit. The replacement (the new owner's first record) ends the old owner's
+    # time; when within it the old process stopped, nothing records.
+    static_replaced = (F.col("prev_group_instance_id") == F.col("group_instance_id")) & F.col("exit_ts").isNull()
+    static_replaced = F.coalesce(static_replaced, F.lit(False))
+    end_join = F.when(static_replaced, F.col("from_ms")).otherwise(F.coalesce("prev_end_join_ts", "prev_to_ms"))
     gap_to_join = end_join - F.col("last_ms")
     cadence = F.coalesce("cadence_ms", "tp_cadence_ms")
     cadence_high = F.coalesce("cadence_high_ms", "tp_cadence_ms")
@@ -146,7 +154,8 @@ def build_duplicate_windows(inputs: GoldInputs, intervals: DataFrame, attributed
     # timeout) explains means the owner had nothing left to process: no window.
     detect = F.least(session, F.coalesce(F.col("prev_rebalance_timeout_ms").cast("long"), session))
     silent = gap_to_join > cadence_high + grace
-    explained = F.coalesce("prev_owner_left", F.lit(False)) & (gap_to_join >= detect - hb - cadence_high)
+    explained = (F.coalesce("prev_owner_left", F.lit(False)) & (gap_to_join >= detect - hb - cadence_high)) \
+        | static_replaced
     h = h.withColumn("_idle_owner", F.coalesce(silent & ~explained, F.lit(False)))
     h = h.withColumn("_txn", F.coalesce(F.col("txn") == 1, F.lit(False)))
 
@@ -164,7 +173,8 @@ def build_duplicate_windows(inputs: GoldInputs, intervals: DataFrame, attributed
     stop_poll = F.col("exit_ts") - F.col("prev_rebalance_timeout_ms") \
         - F.when(librdkafka_poll, F.lit(LIBRDKAFKA_POLL_CHECK_MS / 2)).otherwise(F.lit(0))
     stop_revoke = F.coalesce("rebalance_start_ts", end_join)
-    stop = (F.when(left & (kind == "poll_timeout"), stop_poll)
+    stop = (F.when(static_replaced, F.lit(None))
+            .when(left & (kind == "poll_timeout"), stop_poll)
             .when(left & (kind == "leave"), stop_poll)
             .when(left, stop_crash)
             .otherwise(stop_revoke))
@@ -185,7 +195,8 @@ def build_duplicate_windows(inputs: GoldInputs, intervals: DataFrame, attributed
     h = h.withColumn("end_offset_estimate", (F.col("start_offset") + F.round(F.col("rate_ms") * dt_est)).cast("long"))
     h = h.withColumn("end_offset_high", (F.col("start_offset") + F.ceil(F.col("peak_ms") * dt_high)).cast("long"))
     h = _cap_by_end_offsets(inputs, h)
-    cause = (F.when(~left & (F.col("prev_protocol_kind") == "classic"), "eager_revocation_without_final_commit")
+    cause = (F.when(static_replaced, "static_member_replaced")
+             .when(~left & (F.col("prev_protocol_kind") == "classic"), "eager_revocation_without_final_commit")
              .when(~left, "revocation_without_final_commit")
              .when(kind == "crash", "crash")
              .when(kind == "poll_timeout", "poll_timeout")

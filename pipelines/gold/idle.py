@@ -5,7 +5,8 @@ next record. KIP-848: a member whose reconciled assignment (type 8) holds nothin
 its next record; `generation` is then its member epoch. Causes: more members than
 partitions; a subscription whose topics have no partitions; a cooperative handover in
 progress (partitions still being revoked elsewhere: transient); a KIP-848 member waiting
-for partitions others have yet to release (transient); otherwise the assignor's imbalance.
+for partitions others have yet to release, or for the target assignment Kafka 4.x computes
+a moment after bumping the group epoch (transient); otherwise the assignor's imbalance.
 """
 from __future__ import annotations
 
@@ -59,14 +60,46 @@ def _consumer(inputs: GoldInputs) -> DataFrame | None:
         F.max_by("instance_id", "log_offset").alias("group_instance_id"), F.max_by("client_id", "log_offset").alias("client_id"))
     x = r.join(parts, ["cluster", "group_id"], "left").join(members, ["cluster", "group_id"], "left") \
         .join(meta, ["cluster", "group_id", "member_id"], "left")
+    x = _with_target_pending(inputs, x)
     cause = (F.when(F.col("state") == 2, "kip848_pending_revocation")
              .when(F.col("state") == 1, "kip848_pending_revocation")
+             .when(F.col("_target_pending"), "kip848_target_assignment_pending")
              .when(F.coalesce("group_parts", F.lit(0)) == 0, "subscription_without_partitions")
              .when(F.col("n_members") > F.col("group_parts"), "more_members_than_partitions")
              .otherwise("assignor_imbalance"))
     return x.select("cluster", "group_id", F.lit(0).alias("incarnation"), "member_id", "group_instance_id", "client_id",
                     F.col("member_epoch").alias("generation"), ms("record_ts").alias("from_ms"),
                     F.col("next_ts").alias("to_ms"), cause.alias("cause"))
+
+
+# Causes that end on their own once the rebalance under way completes.
+TRANSIENT_CAUSES = ("cooperative_handover_in_progress", "kip848_pending_revocation", "kip848_target_assignment_pending")
+
+
+def _with_target_pending(inputs: GoldInputs, x: DataFrame) -> DataFrame:
+    """`_target_pending`: at the member's record, the group epoch was ahead of the newest
+    target assignment. Kafka 4.x computes a group's new target a moment after bumping its
+    epoch (off the request path); a member that joins in between is STABLE at the old
+    target's epoch with nothing assigned until the new target arrives."""
+    keys = ["cluster", "group_id", "coordinator_partition", "log_offset"]
+    rows = x.select(*keys).distinct()
+    out = rows
+    if inputs.consumer_group_epochs is not None:
+        e = inputs.consumer_group_epochs.where(~F.col("is_deletion")).select(
+            "cluster", "group_id", F.col("log_offset").alias("_at"), "epoch")
+        out = out.join(rows.join(e, ["cluster", "group_id"]).where(F.col("_at") <= F.col("log_offset"))
+                       .groupBy(*keys).agg(F.max_by("epoch", "_at").alias("_group_epoch")), keys, "left")
+    else:
+        out = out.withColumn("_group_epoch", F.lit(None).cast("int"))
+    if inputs.target_assignments is not None:
+        t = inputs.target_assignments.select("cluster", "group_id", F.col("epoch_offset").alias("_at"),
+                                             "assignment_epoch").distinct()
+        out = out.join(rows.join(t, ["cluster", "group_id"]).where(F.col("_at") <= F.col("log_offset"))
+                       .groupBy(*keys).agg(F.max_by("assignment_epoch", "_at").alias("_target_epoch")), keys, "left")
+    else:
+        out = out.withColumn("_target_epoch", F.lit(None).cast("int"))
+    pending = F.coalesce(F.col("_group_epoch") > F.coalesce(F.col("_target_epoch"), F.lit(0)), F.lit(False))
+    return x.join(out.select(*keys, pending.alias("_target_pending")), keys, "left")
 
 
 def build_idle_consumers(inputs: GoldInputs, snaps: DataFrame) -> DataFrame:
@@ -87,5 +120,5 @@ def build_idle_consumers(inputs: GoldInputs, snaps: DataFrame) -> DataFrame:
         *GROUP_KEYS, "member_id", "group_instance_id", "client_id", "generation",
         F.timestamp_millis("from_ms").alias("from_ts"), F.timestamp_millis("to_ms").alias("to_ts"),
         (F.col("to_ms") - F.col("from_ms")).alias("duration_ms"), "cause",
-        F.col("cause").isin("cooperative_handover_in_progress", "kip848_pending_revocation").alias("transient"),
+        F.col("cause").isin(*TRANSIENT_CAUSES).alias("transient"),
     )

@@ -10,6 +10,8 @@ actions) in the same atomic commit as its rows; `app_version(s)` reads them back
 """
 from __future__ import annotations
 
+import contextlib
+
 import os
 import re
 import time
@@ -66,6 +68,14 @@ class Lake:
     @property
     def is_local(self) -> bool:
         return "://" not in self.root or self.root.startswith("file://")
+
+    def writer_lock(self, timeout: float | None = None, say=None):
+        """A context holding the lake's writer lock (see lock.py); on an object store, none."""
+        if not self.is_local:
+            return contextlib.nullcontext()
+        from pipelines.lake.lock import writer_lock
+
+        return writer_lock(self.root.removeprefix("file://"), timeout=timeout, say=say)
 
     def uri(self, name: str) -> str:
         if not TABLE_NAME.match(name):

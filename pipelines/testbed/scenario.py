@@ -270,6 +270,33 @@ def kip848_scenario(topic: str = "orders", partitions: int = 6, rate_per_s: floa
     ]
 
 
+def static_restart_scenario(topic: str = "orders", partitions: int = 6, rate_per_s: float = 40.0) -> list[Step]:
+    """≈40 s, static membership (KIP-345) with classic ``range``: c1 (auto-commit) and s1
+    (``group.instance.id`` s1, manual commits every 6 s) consume; s1 is SIGKILLed 4 s after a
+    commit and a new process with the same instance id starts at once, inside s1's 10 s
+    session timeout: the coordinator hands it s1's partitions under a new member id without
+    a rebalance, and it resumes from s1's last commit (consuming again what s1 processed
+    since)."""
+    def static(name: str) -> Join:
+        return Join(name, commit="manual", commit_interval_s=CRASH_COMMIT_S, assignor="range", instance_id="s1",
+                    client_id="s1", properties={"session.timeout.ms": 10000})
+    return [
+        CreateTopic(topic, partitions),
+        StartProducer(topic, rate_per_s),
+        Join("c1", commit="auto", assignor="range"),
+        static("s1"),
+        Settle(),
+        Sleep(2 * CRASH_COMMIT_S + 1),  # two of s1's commit intervals: a cadence to judge by
+        Crash("s1", after_commit_s=CRASH_AFTER_COMMIT_S),
+        static("s1-restarted"),
+        Settle(),
+        Sleep(3),
+        StopProducer(),
+        Drain(),
+        StopAll(),
+    ]
+
+
 def idle_scenario(topic: str = "orders", partitions: int = 2, rate_per_s: float = 20.0) -> list[Step]:
     """≈20 s, more members than partitions: one of three ``range`` members owns nothing."""
     return [
@@ -352,6 +379,7 @@ SCENARIOS = {
     "poll-timeout": poll_timeout_scenario,
     "kip848-uniform": lambda **kw: kip848_scenario(assignor="uniform", **kw),
     "kip848-range": lambda **kw: kip848_scenario(assignor="range", **kw),
+    "static-restart": static_restart_scenario,
     "idle": idle_scenario,
     "flapping": flapping_scenario,
     "transactional": transactional_scenario,

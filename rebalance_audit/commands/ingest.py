@@ -91,6 +91,11 @@ def _lake(args):
     return Lake(args.lake)
 
 
+def _writing(lake):
+    """The lake's writer lock for the ingestion: another writer of this lake waits for it."""
+    return lake.writer_lock(say=lambda text: print(f"rebalance-audit ingest: {text}", file=sys.stderr, flush=True))
+
+
 def _progress(summary) -> None:
     if sys.stderr.isatty():
         print(f"\r  {summary.seen} records read, {summary.inserted} new", end="", file=sys.stderr, flush=True)
@@ -118,7 +123,8 @@ def run_segments(args: argparse.Namespace) -> int:
     lake = _lake(args)
     t = time.monotonic()
     try:
-        summary = ingest_segments(lake, args.paths, cluster=args.cluster, progress=_progress)
+        with _writing(lake):
+            summary = ingest_segments(lake, args.paths, cluster=args.cluster, progress=_progress)
     except SegmentPathError as exc:
         raise UsageError(str(exc)) from None
     _print("segments", summary, time.monotonic() - t)
@@ -149,7 +155,8 @@ def run_logs(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     lake = _lake(args)
     t = time.monotonic()
-    summary = ingest_logs(lake, paths, cluster=args.cluster, tz=args.tz, brokers=brokers)
+    with _writing(lake):
+        summary = ingest_logs(lake, paths, cluster=args.cluster, tz=args.tz, brokers=brokers)
     seconds = time.monotonic() - t
     rate = summary.seen / seconds if seconds > 0 else 0.0
     print(f"logs: {summary.extra.get('files', 0)} files, {summary.extra.get('lines_read', 0)} lines, "
@@ -174,11 +181,12 @@ def run_kafka(args: argparse.Namespace) -> int:
     lake = _lake(args)
     t = time.monotonic()
     try:
-        summary = ingest_kafka(
-            lake, config, cluster=args.cluster, max_records=args.max_records, max_seconds=args.max_seconds,
-            timeout=args.timeout, commit_every=args.commit_every, sample_end_offsets=not args.no_end_offsets,
-            progress=_progress,
-        )
+        with _writing(lake):
+            summary = ingest_kafka(
+                lake, config, cluster=args.cluster, max_records=args.max_records, max_seconds=args.max_seconds,
+                timeout=args.timeout, commit_every=args.commit_every, sample_end_offsets=not args.no_end_offsets,
+                progress=_progress,
+            )
     except IngestError as exc:
         raise RuntimeError(str(exc)) from None
     _print("kafka", summary, time.monotonic() - t)

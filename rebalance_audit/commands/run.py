@@ -104,13 +104,15 @@ def run(args: argparse.Namespace) -> int:
     resources = build_resources(args)
     from assets.inprocess import blocked_message, check_summary, materialize_all, step_timings, summary_table
 
-    if getattr(args, "broker_properties", None) or getattr(args, "client_heartbeat_ms", None):
-        _store_cluster_settings(resources["lake"].lake(), args.cluster, args.broker_properties,
-                                args.client_heartbeat_ms)
-    started = time.monotonic()
-    checks = not getattr(args, "skip_checks", False)
-    outcome = materialize_all(resources, log_level="DEBUG" if getattr(args, "debug", False) else "CRITICAL",
-                              checks=checks)
+    lake = resources["lake"].lake()
+    # The whole run writes as one: another run or ingestion of this lake waits for it.
+    with lake.writer_lock(say=lambda text: print(f"rebalance-audit run: {text}", file=sys.stderr, flush=True)):
+        if getattr(args, "broker_properties", None) or getattr(args, "client_heartbeat_ms", None):
+            _store_cluster_settings(lake, args.cluster, args.broker_properties, args.client_heartbeat_ms)
+        started = time.monotonic()
+        checks = not getattr(args, "skip_checks", False)
+        outcome = materialize_all(resources, log_level="DEBUG" if getattr(args, "debug", False) else "CRITICAL",
+                                  checks=checks)
     print(summary_table(outcome.tables))
     if checks:
         print("\n".join(check_summary(outcome)))

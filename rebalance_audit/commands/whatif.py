@@ -75,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
     spark = get_spark(args.spark_master)
     lake = Lake(args.lake, spark=spark)
     if args.write:
-        update_whatif(lake, assignors)
+        with lake.writer_lock(say=lambda text: print(f"rebalance-audit whatif: {text}", file=sys.stderr, flush=True)):
+            update_whatif(lake, assignors)
     inp = WhatifInputs.from_lake(lake)
     for name in ("group_generations", "member_assignments", "target_assignments", "consumer_group_members"):
         df = getattr(inp, name)
