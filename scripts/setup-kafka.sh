@@ -5,8 +5,8 @@
 #
 #   scripts/setup-kafka.sh            # fetch if needed, print the libs folder
 #
-# The JARs come from Maven Central only (no tarball): kafka_2.13, kafka-tools and their
-# runtime dependencies, and log4j2 with its SLF4J 1.x binding (Kafka's POM leaves its logging
+# The JARs come from Maven Central only (no tarball): kafka_2.13, kafka-tools, connect-runtime
+# and their runtime dependencies, and log4j2 with its SLF4J 1.x binding (Kafka's POM leaves its logging
 # out). Maven's local repository is kept under the cache too, so nothing lands in ~/.m2.
 # The folder is also written to $CACHE/kafka/LIBS for Python (pipelines/testbed/kafka_home.py).
 set -euo pipefail
@@ -29,6 +29,7 @@ if [ ! -f "$STAMP" ]; then
     mvn -q -B -f "$POM" -Dmaven.repo.local="$CACHE/maven" dependency:copy-dependencies \
         -DincludeScope=runtime -DoutputDirectory="$LIBS.tmp" >&2
     ls "$LIBS.tmp"/kafka_2.13-"$VERSION".jar "$LIBS.tmp"/kafka-tools-"$VERSION".jar \
+        "$LIBS.tmp"/connect-runtime-"$VERSION".jar \
         "$LIBS.tmp"/log4j-slf4j-impl-*.jar >/dev/null
     # Swap in whole: a fetch interrupted half-way never leaves a partial libs folder behind.
     rm -rf "$LIBS"; mv "$LIBS.tmp" "$LIBS"

@@ -366,3 +366,33 @@ def test_a_broker_clock_a_little_ahead_gives_no_negative_durations(segments_lake
             assert (a["started_at"].timestamp(), a["duration_ms"]) == (r["completed_at"].timestamp(), 0)
         else:
             assert a["duration_ms"] == r["duration_ms"] - skew
+
+
+def test_a_recreated_topic_flags_each_commit_once_however_often_it_is_sampled(segments_lake, spark):  # noqa: F811
+    """Live mode samples log-end offsets at every run. After a topic is deleted and recreated
+    (its log end back at 0), each commit made before is past the new log end; it is flagged
+    once, against the first sample after it, not again at every later sample."""
+    from pipelines.gold import GoldInputs, anomalies, ownership
+
+    scenario = "crash_autocommit"
+    inputs = {}
+    for name, df in vars(runner.read_inputs(segments_lake)).items():
+        if df is not None and "cluster" in df.columns:
+            inputs[name] = df.where(F.col("cluster") == scenario)
+    inputs["cluster_settings"] = settings.to_spark(spark, [recording_settings(scenario)])
+    commits = inputs["offset_commits"].where(~F.col("is_deletion"))
+    last = commits.agg(F.max("record_ts")).first()[0]
+    parts = commits.select("cluster", "topic", "partition").distinct()
+
+    def flagged(samples: int) -> int:
+        at = [F.lit(last) + F.expr(f"INTERVAL {60 * (i + 1)} SECONDS") for i in range(samples)]
+        ends = parts.withColumn("sampled_at", F.explode(F.array(*at))).withColumn("end_offset", F.lit(0).cast("long"))
+        gi = GoldInputs(**{**inputs, "partition_end_offsets": ends})
+        snaps = ownership.assignment_snapshots(gi)
+        attributed = ownership.build_commit_attribution(gi, ownership.build_ownership_intervals(gi, snaps, PARAMS))
+        skips = anomalies.build_skip_windows(gi, attributed, PARAMS)
+        return skips.where(F.col("cause") == "committed_past_log_end").count()
+
+    once = flagged(1)
+    assert 0 < once <= commits.where(F.col("offset") > 0).count()
+    assert flagged(4) == once

@@ -6,7 +6,8 @@ replication factor 3) runs every scenario at once, each a group of real librdkaf
 processes: classic eager ``range`` with a crash and a clean leave, a ``cooperative-sticky``
 rolling restart, a ``roundrobin`` poll timeout, KIP-848 groups under the ``uniform`` and
 ``range`` server assignors with joins, a crash and a leave, a static member crashed and
-restarted inside its session timeout, and a transactional consume-transform-produce group. Two more groups stay up, steady, until Kafka's
+restarted inside its session timeout, and a transactional consume-transform-produce group;
+beside them a Kafka Connect worker pair (a group of protocol type ``connect``). Two more groups stay up, steady, until Kafka's
 ``kafka-consumer-groups`` has described them.
 
 The lake is filled the way a user fills it: ``ingest kafka`` from the live cluster, ``ingest
@@ -32,6 +33,7 @@ import pytest
 
 from pipelines.lake import Lake
 from pipelines.testbed import KafkaCluster, TestbedUnavailable, find_java, java_command
+from pipelines.testbed.connect import ConnectWorkers
 from pipelines.testbed.scenario import (
     CLASSIC_MEMBER_DEFAULTS,
     SCENARIOS,
@@ -66,6 +68,7 @@ GROUPS = {
 }
 # Still running, steady, when Kafka's tool describes the groups.
 STEADY = {"it-steady-classic": "classic", "it-steady-kip848": "consumer"}
+CONNECT_GROUP = "it-connect"
 
 
 @dataclass
@@ -155,10 +158,13 @@ def recorded(tmp_path_factory) -> Recorded:
         for t in threads:
             t.start()
         try:
-            for group, protocol in STEADY.items():
-                steady[group] = _steady_runner(cluster, group, protocol, root / "truth" / group)
-            for t in threads:
-                t.join()
+            # A Kafka Connect worker pair beside the consumers: a classic-protocol group that
+            # is not a consumer group. They leave before Kafka's tool describes the groups.
+            with ConnectWorkers(cluster, root / "connect", group_id=CONNECT_GROUP):
+                for group, protocol in STEADY.items():
+                    steady[group] = _steady_runner(cluster, group, protocol, root / "truth" / group)
+                for t in threads:
+                    t.join()
             assert not errors, errors
             time.sleep(2)  # the steady members' last auto-commits
             members = _describe(cluster, "--members", "--verbose")
@@ -348,6 +354,18 @@ def test_kip848_members_waiting_on_their_group_are_not_idle(recorded):
     lasting = [r for r in seen if not r["transient"]]
     assert not lasting, lasting
     assert seen  # not vacuous: members did wait while joining
+
+
+def test_connect_workers_are_a_connect_group_not_idle_consumers(recorded):
+    """Two Connect workers with no connector: a group of their own protocol, both members
+    in the lake, none of them an idle consumer, no storm."""
+    generations = [r for r in _rows(recorded, "group_generations", CONNECT_GROUP) if not r["is_deletion"]]
+    assert generations and {r["protocol_type"] for r in generations} == {"connect"}, generations
+    members = {r["member_id"] for r in _rows(recorded, "member_assignments", CONNECT_GROUP)}
+    assert len(members) >= 2 and all(m.startswith("connect-") for m in members), members
+    assert _rows(recorded, "rebalance_episodes", CONNECT_GROUP)
+    assert not _rows(recorded, "idle_consumers", CONNECT_GROUP)
+    assert not _rows(recorded, "rebalance_storms", CONNECT_GROUP)
 
 
 def test_a_static_member_restarted_in_its_session_is_its_own_cause(recorded):

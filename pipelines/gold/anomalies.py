@@ -81,7 +81,12 @@ def build_skip_windows(inputs: GoldInputs, attributed: DataFrame, params: GoldPa
     if inputs.partition_end_offsets is not None:
         e = inputs.partition_end_offsets.select("cluster", "topic", "partition", F.col("end_offset").alias("_eo"),
                                                 F.unix_millis("sampled_at").alias("_es"))
-        ahead = a.join(e, ["cluster", "topic", "partition"]).where((F.col("_es") >= F.col("commit_ms")) & (F.col("offset") > F.col("_eo")))
+        # Each commit against the first sample taken after it: a log end only grows until a
+        # topic is deleted and recreated, and comparing with every later sample would flag
+        # every earlier commit again at each sample after a recreation (rows without bound).
+        first = Window.partitionBy(*TP, "effective_log_offset").orderBy("_es")
+        ahead = a.join(e, ["cluster", "topic", "partition"]).where(F.col("_es") >= F.col("commit_ms")) \
+            .withColumn("_n", F.row_number().over(first)).where((F.col("_n") == 1) & (F.col("offset") > F.col("_eo")))
         out = out.unionByName(ahead.select("cluster", "group_id", "topic", "partition", "member_id", F.col("record_ts").alias("commit_ts"),
                                            F.col("_eo").alias("start_offset"), F.col("offset").alias("end_offset"),
                                            (F.col("offset") - F.col("_eo")).alias("records"), F.lit("committed_past_log_end").alias("cause")))

@@ -1,7 +1,8 @@
 """idle_consumers: a member idle (no partitions) through one generation, and why.
 
-Classic: a member with an empty assignment in a persisted generation, until the group's
-next record. KIP-848: a member whose reconciled assignment (type 8) holds nothing, until
+Classic: a member of a consumer group (protocol type `consumer`; Connect workers and other
+classic-protocol groups assign no partitions) with an empty assignment in a persisted
+generation, until the group's next record. KIP-848: a member whose reconciled assignment (type 8) holds nothing, until
 its next record; `generation` is then its member epoch. Causes: more members than
 partitions; a subscription whose topics have no partitions; a cooperative handover in
 progress (partitions still being revoked elsewhere: transient); a KIP-848 member waiting
@@ -35,8 +36,12 @@ def _classic(inputs: GoldInputs, snaps: DataFrame) -> DataFrame:
     total = topic_parts.groupBy(*GROUP_KEYS).agg(F.sum("n").alias("group_parts"))
     x = idle.join(subs, GROUP_KEYS + ["log_offset", "member_id"], "left") \
         .join(per_snap, GROUP_KEYS + ["log_offset"], "left").join(total, GROUP_KEYS, "left") \
-        .join(s.select(*GROUP_KEYS, F.col("snap_pos").alias("log_offset"), "snap_ts", "next_ts", "member_count"),
-              GROUP_KEYS + ["log_offset"])
+        .join(s.select(*GROUP_KEYS, F.col("snap_pos").alias("log_offset"), "snap_ts", "next_ts", "member_count",
+                       "protocol_type"), GROUP_KEYS + ["log_offset"])
+    # Only consumers own partitions. Connect workers (protocol type "connect") and other
+    # users of the classic protocol hand out connectors, tasks or nothing at all: a member
+    # without partitions there is not idle.
+    x = x.where(F.col("protocol_type") == "consumer")
     coop = F.coalesce(F.col("protocol"), F.lit("")).contains("cooperative")
     cause = (F.when(F.coalesce("sub_parts", F.lit(0)) == 0, "subscription_without_partitions")
              .when(coop & (F.coalesce("n_owned", F.lit(0)) < F.col("group_parts")), "cooperative_handover_in_progress")

@@ -8,6 +8,7 @@ Engine code shared by the live tests and the demo (no pytest here):
 * ``broker.KafkaCluster``: one combined KRaft node, or several, their data and log dirs.
 * ``scenario``: real librdkafka consumers, one OS process each, driven by a script of
   steps, each writing its ground truth as JSON lines.
+* ``connect.ConnectWorkers``: Kafka Connect distributed workers, a non-consumer group.
 * ``offsets_topic.read_offsets_topic``: every raw record of ``__consumer_offsets``.
 """
 from .broker import BrokerError, KafkaCluster, KafkaNode

@@ -45,7 +45,8 @@ def cache_dir() -> Path:
 
 
 def _is_kafka_libs(path: Path, version: str) -> bool:
-    return (path / f"kafka_2.13-{version}.jar").is_file() and (path / f"kafka-tools-{version}.jar").is_file()
+    return all((path / f"{artifact}-{version}.jar").is_file()
+               for artifact in ("kafka_2.13", "kafka-tools", "connect-runtime"))
 
 
 def find_kafka_libs(install: bool = False) -> Path:
