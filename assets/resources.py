@@ -10,6 +10,7 @@ never its value; nothing here puts a property value into logs or asset metadata.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Optional
 
@@ -47,6 +48,7 @@ class LakeResource(ConfigurableResource):
 
         return Lake(self.root, storage_options=self.storage_options or None, spark=spark)
 
+    @contextlib.contextmanager
     def yield_for_execution(self, context):
         """The lake's writer lock for as long as the run (or, under the multiprocess
         executor, the step) uses the lake: a scheduled run and a sensor's run, or a command

@@ -347,6 +347,10 @@ def test_a_run_stops_at_an_open_transaction_and_the_next_goes_past_its_marker(cl
         assert first.returncode == 0, first.stderr
         assert "caught up" in first.stdout
         assert positions()[p] == lso
+        # Said, not waited on silently: which partition, where it is held, how far the log goes.
+        held = _ends(cluster, "read_uncommitted")[p]
+        assert (f"partition {p}: an open transaction holds its last stable offset at {lso} (log end {held})"
+                in first.stdout), first.stdout
         got = bronze_equals_a_read_committed_reader()
         assert max(o for q, o, _, _ in got if q == p) < lso
 
@@ -356,6 +360,7 @@ def test_a_run_stops_at_an_open_transaction_and_the_next_goes_past_its_marker(cl
         second = _ingest(lake_dir, cluster, "--no-end-offsets")
         assert second.returncode == 0, second.stderr
         assert positions()[p] == end
+        assert f"partition {p}: an open transaction" not in second.stdout
         got = bronze_equals_a_read_committed_reader()
         mine = [o for q, o, _, _ in got if q == p and o >= lso]
         assert mine and lso not in mine  # the plain commit now; never the aborted one

@@ -333,27 +333,57 @@ def ingest_kafka(
             consumer.c.unassign()
             _sample_end_offsets(lake, consumer, cluster, commit_topics, summary, timeout)
         _sample_topic_ids(lake, config, cluster, summary, timeout, consumer.secrets)
+        _report_open_transactions(config, partitions, summary, timeout)
     finally:
         consumer.close()
     return summary
+
+
+def _admin_config(config: Mapping[str, object]) -> dict:
+    """The user's properties (security, ...) without the consumer-only ones ingestion adds;
+    librdkafka's own lines go to Python logging."""
+    import logging
+
+    admin_config = {k: v for k, v in config.items() if k not in FORCED and k not in DEFAULTS}
+    admin_config["logger"] = logging.getLogger("pipelines.ingest.librdkafka")
+    return admin_config
+
+
+def _report_open_transactions(config: Mapping[str, object], partitions: list[int], summary: Summary,
+                              timeout: float) -> None:
+    """Partitions whose last stable offset is held below their log end by an open
+    transaction, now: `summary.extra["held_by_open_transactions"]` = {partition: (last
+    stable offset, log end)}. A read_committed reader stops there until the transaction
+    commits or aborts; one that never does (a hanging transaction) would otherwise hold
+    ingestion back silently, run after run."""
+    from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    admin = AdminClient(_admin_config(config))
+    ends: dict[IsolationLevel, dict[int, int]] = {}
+    try:
+        for level in (IsolationLevel.READ_COMMITTED, IsolationLevel.READ_UNCOMMITTED):
+            futures = admin.list_offsets({TopicPartition(TOPIC, p): OffsetSpec.latest() for p in partitions},
+                                         isolation_level=level, request_timeout=min(timeout, 10.0))
+            ends[level] = {tp.partition: f.result().offset for tp, f in futures.items()}
+    except KafkaException as exc:
+        summary.extra["open_transactions_failed"] = str(exc.args[0] if exc.args else exc)
+        return
+    stable, end = ends[IsolationLevel.READ_COMMITTED], ends[IsolationLevel.READ_UNCOMMITTED]
+    summary.extra["held_by_open_transactions"] = {
+        p: (stable[p], end[p]) for p in sorted(stable) if p in end and end[p] > stable[p]}
 
 
 def _sample_topic_ids(lake, config: Mapping[str, object], cluster: str, summary: Summary, timeout: float,
                       secrets: list[str]) -> None:
     """Topic ids and names (bronze `topic_metadata`): KIP-848 records name topics by id only.
     A failure here loses no record and is reported; the next run samples again."""
-    import logging
-
     from confluent_kafka import KafkaException
 
     from pipelines.ingest.topic_metadata import sample_topic_ids
 
-    # The user's properties (security, ...) without the consumer-only ones ingestion adds;
-    # librdkafka's own lines go to Python logging.
-    admin_config = {k: v for k, v in config.items() if k not in FORCED and k not in DEFAULTS}
-    admin_config["logger"] = logging.getLogger("pipelines.ingest.librdkafka")
     try:
-        summary.extra["topic_ids_sampled"] = sample_topic_ids(lake, admin_config, cluster, timeout)
+        summary.extra["topic_ids_sampled"] = sample_topic_ids(lake, _admin_config(config), cluster, timeout)
     except KafkaException as exc:
         summary.extra["topic_ids_failed"] = _mask(str(exc.args[0] if exc.args else exc), secrets)
 

@@ -193,6 +193,10 @@ def run_kafka(args: argparse.Namespace) -> int:
     x = summary.extra
     state = "caught up" if x.get("caught_up") else "stopped at a bound (run again to continue)"
     print(f"  {x.get('partitions', 0)} partitions, {state}")
+    for partition, (stable, end) in x.get("held_by_open_transactions", {}).items():
+        print(f"  partition {partition}: an open transaction holds its last stable offset at {stable} (log end "
+              f"{end}); what follows is read once it commits or aborts (if it never does, it is hanging: "
+              f"kafka-transactions --find-hanging)")
     if "end_offsets_sampled" in x:
         print(f"  end offsets: {x['end_offsets_sampled']} partitions sampled into partition_end_offsets"
               + (f", {x['end_offsets_failed']} failed" if x.get("end_offsets_failed") else ""))
