@@ -22,6 +22,8 @@ OFFSETS_SILVER_TABLES = (
     "target_assignment_member_deltas",
     "current_assignments",
     "topic_ids",
+    # share and streams groups, kept whole
+    "other_group_records",
 )
 
 
@@ -31,7 +33,8 @@ OFFSETS_SILVER_TABLES = (
     specs=[AssetSpec(t, group_name=SILVER_GROUP,
                      deps=["offsets_records", "topic_metadata"] if t == "topic_ids" else ["offsets_records"])
            for t in OFFSETS_SILVER_TABLES],
-    description="Decode the new offsets_records rows into commits, classic generations and KIP-848 tables.",
+    description="Decode the new offsets_records rows into commits, classic generations, KIP-848 tables and "
+                "the records of other group kinds.",
 )
 def offsets_silver(lake: LakeResource, spark: SparkResource, sources: SourcesResource):
     from pipelines.silver.runner import update_offsets_silver, update_topic_names

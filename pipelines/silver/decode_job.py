@@ -29,14 +29,16 @@ CONSUMER_GROUP_TABLES = {
     "current_assignments": schemas.CURRENT_ASSIGNMENTS,
     "topic_ids": schemas.TOPIC_IDS,
 }
+# Tables whose decoded rows are appended as they are (no transaction or generation to resolve).
+APPENDED_TABLES = {**CONSUMER_GROUP_TABLES, "other_group_records": schemas.OTHER_GROUP_RECORDS}
 DECODED_TABLES = {
     "offset_commits": schemas.OFFSET_COMMITS,
     "group_generations": schemas.GROUP_GENERATIONS,
     "member_assignments": schemas.MEMBER_ASSIGNMENTS,
-    **CONSUMER_GROUP_TABLES,
+    **APPENDED_TABLES,
 }
-DECODED_TYPES = (*records.OFFSET_COMMIT_TYPES, records.GROUP_METADATA_TYPE, *records.CONSUMER_GROUP_TYPES)
-# The table a record of each type was meant for (named in its quarantine row).
+# The table a record of each type was meant for (named in its quarantine row); every other
+# type is meant for `other_group_records`.
 TARGET_OF_TYPE = {
     **{t: "offset_commits" for t in records.OFFSET_COMMIT_TYPES},
     records.GROUP_METADATA_TYPE: "group_generations",
@@ -77,7 +79,16 @@ def key_type_column() -> F.Column:
 
 
 def _rows_of(row: dict, kafka_version: str | None) -> tuple[dict[str, list[dict]], list[dict]]:
-    """One bronze record → ({silver table: rows}, decode errors)."""
+    """One bronze record → ({silver table: rows}, decode errors). A record that decodes but
+    holds a value no column can (a timestamp past year 9999) is a decode error too: one bad
+    record goes to quarantine with the reason instead of failing the whole increment."""
+    try:
+        return _decoded_rows(row, kafka_version)
+    except (ValueError, OverflowError) as exc:
+        return {}, [records.decode_error_row(row, row["record_type"], f"unrepresentable value: {exc}")]
+
+
+def _decoded_rows(row: dict, kafka_version: str | None) -> tuple[dict[str, list[dict]], list[dict]]:
     record_type = row["record_type"]
     if record_type in records.OFFSET_COMMIT_TYPES:
         good, bad = records.offset_commit_rows(row, kafka_version)
@@ -85,7 +96,9 @@ def _rows_of(row: dict, kafka_version: str | None) -> tuple[dict[str, list[dict]
     if record_type == records.GROUP_METADATA_TYPE:
         generations, members, bad = records.group_metadata_rows(row, kafka_version)
         return {"group_generations": generations, "member_assignments": members}, bad
-    return records.consumer_group_rows(row, kafka_version)
+    if record_type in records.CONSUMER_GROUP_TYPES:
+        return records.consumer_group_rows(row, kafka_version)
+    return records.other_group_rows(row, kafka_version)
 
 
 def decode_increment(bronze: DataFrame, kafka_version: str | None = None) -> DataFrame:
@@ -95,7 +108,8 @@ def decode_increment(bronze: DataFrame, kafka_version: str | None = None) -> Dat
     record is decoded twice); `table_rows` and `error_rows` then split the result, which
     the caller persists.
     """
-    rows = data_records(bronze).where(F.col("record_type").isin(*DECODED_TYPES))
+    # Every data record: the types no table of its own takes go to other_group_records.
+    rows = data_records(bronze)
     columns = [*BRONZE_COLUMNS, "record_type"]
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -115,7 +129,7 @@ def decode_increment(bronze: DataFrame, kafka_version: str | None = None) -> Dat
                         TABLE_COLUMN: ERROR_TABLE,
                         BRONZE_VERSION_COLUMN: version,
                         "_error": err["reason"],
-                        "_target_table": TARGET_OF_TYPE[row["record_type"]],
+                        "_target_table": TARGET_OF_TYPE.get(row["record_type"], "other_group_records"),
                         "_record_type": err["record_type"],
                         "_key": err["key"],
                         "_value": err["value"],

@@ -7,11 +7,14 @@ a record that cannot be decoded becomes a `DECODE_ERRORS` row with the reason.
 """
 from __future__ import annotations
 
+import base64
+import json
+
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
 from typing import Any
 
-from pipelines.codec import CodecError, decode_key, decode_value
+from pipelines.codec import RECORD_TYPES, CodecError, decode_key, decode_value
 
 # Key types by family (kafka-internals.md §1.3).
 OFFSET_COMMIT_TYPES = (0, 1)
@@ -260,3 +263,32 @@ def consumer_group_rows(row: dict, kafka_version: str | None = None) -> tuple[di
 
 
 
+
+
+def _json(data: Any) -> str:
+    """Decoded record fields as JSON text; bytes (user data, metadata blobs) as base64."""
+    return json.dumps(data, sort_keys=True, default=lambda v: base64.b64encode(bytes(v)).decode("ascii")
+                      if isinstance(v, (bytes, bytearray, memoryview)) else str(v))
+
+
+def other_group_rows(row: dict, kafka_version: str | None = None) -> tuple[dict[str, list[dict]], list[dict]]:
+    """A record of a group kind no other silver table takes (share and streams groups, and
+    any type added later that the codec knows) → one `other_group_records` row, decoded
+    to JSON; a type the codec does not know → a decode error (quarantine)."""
+    try:
+        record_type, key, version, value = _decode(row, kafka_version)
+    except CodecError as exc:
+        return {}, [decode_error_row(row, None, str(exc))]
+    name = RECORD_TYPES[record_type]
+    kind = "share" if name.startswith("ShareGroup") else "streams" if name.startswith("StreamsGroup") else "other"
+    return {"other_group_records": [{
+        "group_kind": kind,
+        "record_type": record_type,
+        "record_type_name": name,
+        "group_id": key.get("groupId"),
+        "is_deletion": value is None,
+        "value_version": version,
+        "key_json": _json(key),
+        "value_json": None if value is None else _json(value),
+        **source_columns(row),
+    }]}, []

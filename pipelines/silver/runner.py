@@ -118,7 +118,7 @@ def update_offsets_silver(lake, kafka_version: str | None = None) -> SilverRun:
             _update_commits(lake, run, bronze, decoded, pending["offset_commits"], present, kafka_version)
         if "group_generations" in pending or "member_assignments" in pending:
             _update_classic(lake, run, decoded, pending, present)
-        for table in decode_job.CONSUMER_GROUP_TABLES:
+        for table in decode_job.APPENDED_TABLES:
             if table in pending:
                 _write_or_advance(lake, run, table, decoded, pending[table], present)
     finally:

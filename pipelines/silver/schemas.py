@@ -154,6 +154,23 @@ TOPIC_IDS = pa.schema(
     ]
 )
 
+# Coordinator records of group kinds the product does not analyse (share groups, KIP-932;
+# streams groups, KIP-1071), decoded and kept whole: nothing in __consumer_offsets is
+# dropped on the way to silver, and SQL can reach them.
+OTHER_GROUP_RECORDS = pa.schema(
+    [
+        pa.field("group_kind", pa.string(), nullable=False),     # share | streams | other
+        pa.field("record_type", pa.int32(), nullable=False),
+        pa.field("record_type_name", pa.string(), nullable=False),
+        pa.field("group_id", pa.string()),
+        pa.field("is_deletion", pa.bool_(), nullable=False),
+        pa.field("value_version", pa.int16()),
+        pa.field("key_json", pa.string(), nullable=False),
+        pa.field("value_json", pa.string()),
+        *_SOURCE,
+    ]
+)
+
 # Records the silver decoder could not read: they go to quarantine with the reason.
 DECODE_ERRORS = pa.schema(
     [
