@@ -59,7 +59,11 @@ def owner_commit_stats(attributed: DataFrame) -> DataFrame:
     c = c.withColumn("gap_ms", F.col("commit_ms") - F.lag("commit_ms").over(w)) \
         .withColumn("d_off", F.col("offset") - F.lag("offset").over(w))
     c = c.withColumn("gap_rate", F.when((F.col("gap_ms") >= 500) & (F.col("d_off") >= 0), F.col("d_off") / F.col("gap_ms")))
-    c = c.withColumn("_n", F.row_number().over(w))
+    c = c.withColumn("_n", F.row_number().over(w)) \
+        .withColumn("_from_end", F.row_number().over(Window.partitionBy(*k).orderBy(F.desc("effective_log_offset"))))
+    # The owner's usual gap leaves its last one out: that is the gap under judgement (a
+    # final commit on close comes early), and it must not set the measure it is held to.
+    usual = F.when(F.col("_from_end") > 1, F.col("gap_ms"))
     return c.groupBy(*k).agg(
         F.count("*").alias("n_commits"),
         F.max_by("offset", "effective_log_offset").alias("last_offset"),
@@ -67,8 +71,8 @@ def owner_commit_stats(attributed: DataFrame) -> DataFrame:
         F.max_by("gap_ms", "effective_log_offset").alias("last_gap_ms"),
         F.max(F.when(F.col("_n") == 2, F.col("offset"))).alias("second_offset"),
         F.max(F.when(F.col("_n") == 2, F.col("commit_ms"))).alias("second_ms"),
-        F.percentile_approx("gap_ms", 0.5).alias("cadence_ms"),
-        F.percentile_approx("gap_ms", 0.9).alias("cadence_high_ms"),
+        F.percentile_approx(usual, 0.5).alias("cadence_ms"),
+        F.percentile_approx(usual, 0.9).alias("cadence_high_ms"),
         F.max("gap_rate").alias("peak_rate"),
         F.max(F.coalesce("transactional", F.lit(False)).cast("int")).alias("txn"),
     ).withColumnRenamed("member_id", "from_member").withColumnRenamed("interval_start_pos", "from_start_pos")
@@ -142,11 +146,16 @@ def build_duplicate_windows(inputs: GoldInputs, intervals: DataFrame, attributed
     gap_to_join = end_join - F.col("last_ms")
     cadence = F.coalesce("cadence_ms", "tp_cadence_ms")
     cadence_high = F.coalesce("cadence_high_ms", "tp_cadence_ms")
-    # A final commit: written while the rebalance was under way, or off the owner's cadence.
+    # A final commit: written while the rebalance was under way, or off the owner's cadence:
+    # a fifth early, or, for an owner whose commits keep time (auto-commit's timer), clearly
+    # earlier than its usual gap less three times its jitter (a close or a revocation
+    # commits at once; a crash leaves the last regular commit).
     grace = F.least(hb + 1000, session / 2)
-    final_commit = (gap_to_join <= grace) | (
-        (F.col("n_commits") >= 3) & (F.col("last_gap_ms") < F.lit(params.off_cadence_ratio) * F.col("cadence_ms"))
-    )
+    jitter = F.col("cadence_high_ms") - F.col("cadence_ms")
+    early = F.col("cadence_ms") - F.greatest(3 * jitter, F.lit(0.05) * F.col("cadence_ms"))
+    final_commit = (gap_to_join <= grace) | ((F.col("n_commits") >= 3) & (
+        (F.col("last_gap_ms") < F.lit(params.off_cadence_ratio) * F.col("cadence_ms"))
+        | (F.col("last_gap_ms") < early)))
     h = h.withColumn("_final", F.coalesce(final_commit, F.lit(False)))
     # Commits stop when there is nothing new to commit (auto-commit and most manual loops
     # skip unchanged offsets). A silence before the handover longer than the owner's cadence
