@@ -47,6 +47,7 @@ def _merged(configured: list[str], extra: list[str]) -> list[str]:
 @multi_asset(specs=BRONZE_SPECS, name="bronze_ingest", description="Ingest live Kafka, segment files and server.log files into bronze.")
 def bronze_ingest(context: AssetExecutionContext, config: IngestConfig, lake: LakeResource,
                   kafka: KafkaResource, sources: SourcesResource):
+    from pipelines.gold.runner import fill_from_broker_configs
     from pipelines.ingest.kafka import ingest_kafka
     from pipelines.ingest.logs import ingest_logs
     from pipelines.ingest.segments import ingest_segments
@@ -77,6 +78,9 @@ def bronze_ingest(context: AssetExecutionContext, config: IngestConfig, lake: La
     log_paths = _merged(sources.log_paths, config.log_paths)
     if log_paths:
         s = ingest_logs(target, log_paths, cluster=sources.cluster, tz=sources.log_tz, brokers=sources.log_brokers)
+        filled = fill_from_broker_configs(target, sources.cluster, s.extra.get("broker_configs", {}))
+        if filled:
+            context.log.info(f"cluster settings from the brokers' logged configuration: {filled}")
         written["coordinator_log_lines"] += s.inserted
         written["quarantine"] += s.quarantined
         ran.append("logs")

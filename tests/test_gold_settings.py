@@ -88,3 +88,27 @@ def test_run_stores_a_clusters_settings_from_its_broker_properties(tmp_path):
     bad.write_text("group.consumer.session.timeout.ms=soon\n")
     with pytest.raises(UsageError, match="not a whole number"):
         run_command._store_cluster_settings(Lake(lake_dir), "k", str(bad), None)
+
+
+@pytest.mark.skipif(not KIP848_PROPS.is_file(), reason="recordings not found")
+def test_ingest_logs_takes_the_brokers_logged_settings_and_keeps_what_a_user_gave(tmp_path):
+    """A broker prints its configuration in server.log at every start: `ingest logs` fills
+    the cluster's KIP-848 settings from it (the recording's broker ran with 10 s / 2 s, as
+    its server.properties says), never over a value a user gave, and writes nothing when
+    there is nothing new to fill."""
+    from pipelines.ingest.logs import ingest_logs
+
+    log = KIP848_PROPS.parent / "server.log"
+    lake = Lake(tmp_path / "lake")
+    found = ingest_logs(lake, [str(log)], cluster="k").extra["broker_configs"]
+    assert runner.fill_from_broker_configs(lake, "k", found) == {
+        "consumer_session_timeout_ms": 10000, "consumer_heartbeat_interval_ms": 2000}
+    assert lake.read_arrow(settings.TABLE).to_pylist() == [
+        settings.from_broker_properties("k", KIP848_PROPS.read_text())]
+    version = lake.version(settings.TABLE)
+    assert runner.fill_from_broker_configs(lake, "k", found) == {} and lake.version(settings.TABLE) == version
+
+    runner.write_cluster_settings(lake, [{"cluster": "k", "consumer_session_timeout_ms": 30000}])
+    assert runner.fill_from_broker_configs(lake, "k", found) == {"consumer_heartbeat_interval_ms": 2000}
+    (row,) = lake.read_arrow(settings.TABLE).to_pylist()
+    assert (row["consumer_session_timeout_ms"], row["consumer_heartbeat_interval_ms"]) == (30000, 2000)

@@ -33,6 +33,7 @@ import pytest
 
 from pipelines.lake import Lake
 from pipelines.testbed import KafkaCluster, TestbedUnavailable, find_java, java_command
+from pipelines.testbed.broker import TEST_GROUP_PROPERTIES
 from pipelines.testbed.connect import ConnectWorkers
 from pipelines.testbed.scenario import (
     CLASSIC_MEMBER_DEFAULTS,
@@ -179,13 +180,12 @@ def recorded(tmp_path_factory) -> Recorded:
             for runner in steady.values():
                 runner.close()
     # Judged by its own test: the findings tests below still read what it wrote.
-    # The SRE points run at a broker's server.properties and gives the classic clients'
-    # heartbeat interval: the KIP-848 session timeout the testbed lowers (6 s) and the
-    # members' heartbeats bound when a crashed member stopped.
-    properties = cluster.brokers[0].workdir / "config" / "server.properties"
+    # The KIP-848 session timeout the testbed lowers (6 s) comes from the evidence: `ingest
+    # logs` read it from the configuration each broker printed at start-up. The classic
+    # clients' heartbeat interval is in no record and no log: the SRE gives it.
     heartbeat_ms = str(CLASSIC_MEMBER_DEFAULTS["heartbeat.interval.ms"])
     run = subprocess.run([*CLI, "run", "--lake", str(lake_dir), "--cluster", CLUSTER,
-                          "--broker-properties", str(properties), "--client-heartbeat-ms", heartbeat_ms],
+                          "--client-heartbeat-ms", heartbeat_ms],
                          cwd=REPO, capture_output=True, text=True, timeout=1200)
     return Recorded(cluster, results, Lake(lake_dir), members, offsets, topic_names, run)
 
@@ -213,6 +213,13 @@ def _truth(recorded: Recorded, name: str) -> Truth:
 
 def test_run_passes_every_blocking_check(recorded):
     assert recorded.run.returncode == 0, recorded.run.stderr[-3000:]
+
+
+def test_the_clusters_settings_come_from_the_brokers_logs_and_the_sre(recorded):
+    (row,) = _rows(recorded, "cluster_settings")
+    assert row == {"cluster": CLUSTER, "classic_heartbeat_interval_ms": CLASSIC_MEMBER_DEFAULTS["heartbeat.interval.ms"],
+                   "consumer_session_timeout_ms": TEST_GROUP_PROPERTIES["group.consumer.session.timeout.ms"],
+                   "consumer_heartbeat_interval_ms": TEST_GROUP_PROPERTIES["group.consumer.heartbeat.interval.ms"]}
 
 
 # ----- silver against what the consumers did -------------------------------------------------

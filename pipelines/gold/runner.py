@@ -100,6 +100,26 @@ def read_cluster_settings(lake) -> list[dict]:
     return lake.read_arrow(settings.TABLE).to_pylist() if lake.exists(settings.TABLE) else []
 
 
+def fill_from_broker_configs(lake, cluster: str, configs: Mapping[str, str]) -> dict:
+    """The settings a broker printed at start-up (`ingest logs` finds them) fill the
+    cluster's settings nobody gave; returns what was filled."""
+    if not configs:
+        return {}
+    return fill_cluster_settings(lake, settings.from_broker_configs(cluster, configs))
+
+
+def fill_cluster_settings(lake, row: Mapping) -> dict:
+    """Fill the cluster's settings nobody has given from `row` (found in the evidence, such
+    as a broker's logged configuration); returns what was filled (nothing: the table is
+    not written, so gold does not rebuild)."""
+    stored = [r for r in read_cluster_settings(lake) if r["cluster"] == row["cluster"]]
+    current = dict(stored[0]) if stored else {"cluster": row["cluster"]}
+    filled = {k: v for k, v in row.items() if k != "cluster" and v is not None and current.get(k) is None}
+    if filled:
+        write_cluster_settings(lake, [{**current, **filled}])
+    return filled
+
+
 def write_cluster_settings(lake, rows: Iterable[Mapping]) -> int:
     """Store per-cluster settings, replacing the given clusters' rows; returns the table version."""
     data = settings.rows_table(rows)

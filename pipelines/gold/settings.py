@@ -9,7 +9,10 @@ A few timings that bound duplicate windows are configuration, not data:
 
 Several clusters share one lake and each may be configured differently, so these are a
 small table keyed by `cluster` (lake table `cluster_settings`), not global constants. A
-cluster without a row, or a null column, falls back to `GoldParams`' default.
+cluster without a row, or a null column, falls back to `GoldParams`' default. The broker
+settings come from the evidence where it is: `ingest logs` reads the configuration a broker
+prints in server.log at start-up and fills what nobody has given (`runner.fill_cluster_settings`);
+what a user gives (`run --broker-properties`, `--client-heartbeat-ms`) is kept over it.
 """
 from __future__ import annotations
 
@@ -49,6 +52,15 @@ def _ms(name: str, value) -> int | None:
     return n
 
 
+def from_broker_configs(cluster: str, configs: Mapping[str, str]) -> dict:
+    """One `cluster_settings` row from broker settings as `key -> value` (the configuration a
+    broker prints in server.log at start-up); settings it does not name are null."""
+    row = {"cluster": cluster}
+    for col, (_, prop) in SETTINGS.items():
+        row[col] = _ms(prop, configs.get(prop)) if prop else None
+    return row
+
+
 def from_broker_properties(cluster: str, text: str, classic_heartbeat_interval_ms: int | None = None) -> dict:
     """One `cluster_settings` row from a broker's server.properties text.
 
@@ -62,9 +74,7 @@ def from_broker_properties(cluster: str, text: str, classic_heartbeat_interval_m
             continue
         k, v = line.split("=", 1)
         props[k.strip()] = v.strip()
-    row = {"cluster": cluster}
-    for col, (_, prop) in SETTINGS.items():
-        row[col] = _ms(prop, props.get(prop)) if prop else None
+    row = from_broker_configs(cluster, props)
     row["classic_heartbeat_interval_ms"] = _ms("classic_heartbeat_interval_ms", classic_heartbeat_interval_ms)
     return row
 

@@ -83,5 +83,6 @@ def ingest_logs(
         )
     quarantine.flush()
     lines.flush(metadata={"rebalance_audit.ingest": "logs"})
-    summary.extra.update(files=stats.files, lines_read=stats.lines_read, bytes_read=stats.bytes_read)
+    summary.extra.update(files=stats.files, lines_read=stats.lines_read, bytes_read=stats.bytes_read,
+                         broker_configs=dict(stats.broker_configs))
     return summary

@@ -40,6 +40,8 @@ _SHARED_RUNTIME_PREFIX = "org.apache.kafka.coordinator.common.runtime."
 
 # Cheap first test on raw bytes: every coordinator logger name contains this.
 _NEEDLE = b"coordinator"
+# A line of the configuration dump a broker logs at start-up that the findings use.
+_CONFIG_NEEDLE = b"\tgroup.consumer."
 
 # `[2020-01-01 10:00:00,123] INFO message (logger)`, after optional NUL padding (a crashed
 # broker's preallocated file) and an optional Docker Compose prefix (`kafka_1  | `).
@@ -109,6 +111,9 @@ class ReadStats:
     coordinator_lines: int = 0   # entries yielded (continuation lines not counted)
     errors: int = 0
     per_file: dict[str, int] = field(default_factory=dict)
+    # The broker's group.consumer.* settings, from the configuration Kafka prints at every
+    # start ("KafkaConfig values:" and its tab-indented "key = value" lines); the last start read wins.
+    broker_configs: dict[str, str] = field(default_factory=dict)
 
 
 class TimestampParser:
@@ -350,6 +355,11 @@ def _read_file(path: Path, ts_parser: TimestampParser, configured_broker: int | 
                         continue
                     yield from held.push(_finish(pending, name))
                     pending = None
+                if raw.startswith(_CONFIG_NEEDLE):
+                    key, sep, value = raw.decode("utf-8", "replace").strip().partition(" = ")
+                    if sep:
+                        stats.broker_configs[key] = value
+                    continue
                 if _NEEDLE not in raw or _LOGGER_NEEDLE_RE.search(raw) is None:
                     continue
                 try:

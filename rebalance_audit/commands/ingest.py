@@ -134,6 +134,7 @@ def run_segments(args: argparse.Namespace) -> int:
 
 
 def run_logs(args: argparse.Namespace) -> int:
+    from pipelines.gold.runner import fill_from_broker_configs
     from pipelines.ingest.logs import ingest_logs
     from pipelines.logs import TimestampParser
 
@@ -157,12 +158,15 @@ def run_logs(args: argparse.Namespace) -> int:
     t = time.monotonic()
     with _writing(lake):
         summary = ingest_logs(lake, paths, cluster=args.cluster, tz=args.tz, brokers=brokers)
+        filled = fill_from_broker_configs(lake, args.cluster, summary.extra.get("broker_configs", {}))
     seconds = time.monotonic() - t
     rate = summary.seen / seconds if seconds > 0 else 0.0
     print(f"logs: {summary.extra.get('files', 0)} files, {summary.extra.get('lines_read', 0)} lines, "
           f"{summary.seen} coordinator entries, {summary.inserted} new rows in coordinator_log_lines, "
           f"{summary.seen - summary.inserted} already present; {summary.quarantined_seen} quarantined "
           f"({summary.quarantined} new); {seconds:.1f}s ({rate:,.0f} entries/s)")
+    for column, value in filled.items():
+        print(f"  cluster settings: {column} = {value} (from the brokers' logged configuration)")
     return 0
 
 
