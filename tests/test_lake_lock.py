@@ -83,15 +83,16 @@ def test_the_lock_is_reentrant_within_a_process(tmp_path):
 def test_two_runs_and_two_ingestions_at_once_write_every_row_once(tmp_path):
     """What a sensor's run, a scheduled run and two hand-started ingestions do when they
     overlap on one lake: each waits for the one writing, every command succeeds, every
-    table opens, every key is stored once and the runs' quality checks pass."""
+    table opens, and every key is stored once."""
     lake_dir = tmp_path / "lake"
     segments, log = SCENARIO / "offsets_segments", SCENARIO / "server.log"
     common = ["--lake", str(lake_dir), "--cluster", "c"]
+    # The runs skip the quality checks (what they find on this recording is test_assets_run_cli's).
     commands = [
-        ["run", *common, "--segments", str(segments), "--logs", str(log)],
+        ["run", *common, "--segments", str(segments), "--logs", str(log), "--skip-checks"],
         ["ingest", "segments", *common, str(segments)],
         ["ingest", "logs", *common, str(log)],
-        ["run", *common, "--segments", str(segments), "--logs", str(log)],
+        ["run", *common, "--segments", str(segments), "--logs", str(log), "--skip-checks"],
     ]
     procs = [subprocess.Popen([*CLI, *c], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for c in commands]
