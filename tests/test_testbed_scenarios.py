@@ -355,17 +355,6 @@ def test_gold_no_estimate_where_nothing_was_consumed_twice(recorded, name):
     assert not empty, empty
 
 
-def test_kip848_members_waiting_on_their_group_are_not_idle(recorded):
-    """Every member of the KIP-848 groups owned partitions once the group settled: an empty
-    assignment while others released theirs, or before Kafka computed the new target
-    assignment, is transient."""
-    groups = [GROUPS["kip848-uniform"], GROUPS["kip848-range"], "it-steady-kip848"]
-    seen = [r for g in groups for r in _rows(recorded, "idle_consumers", g)]
-    lasting = [r for r in seen if not r["transient"]]
-    assert not lasting, lasting
-    assert seen  # not vacuous: members did wait while joining
-
-
 def test_connect_workers_are_a_connect_group_not_idle_consumers(recorded):
     """Two Connect workers with no connector: a group of their own protocol, both members
     in the lake, none of them an idle consumer, no storm."""
