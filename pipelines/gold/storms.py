@@ -29,8 +29,8 @@ KEYS = ["cluster", "group_id", "incarnation"]
 FLAP_MIN_JOINS = 3
 
 
-def build_rebalance_storms(episodes: DataFrame, params: GoldParams, membership: DataFrame | None = None,
-                           ownership: DataFrame | None = None) -> DataFrame:
+def build_rebalance_storms(episodes: DataFrame, params: GoldParams, membership: DataFrame | None,
+                           ownership: DataFrame) -> DataFrame:
     """`ownership`: the ownership intervals, for how many partitions each group consumes."""
     k = params.storm_min_rebalances
     w_ms = int(params.storm_window_minutes * 60_000)
@@ -67,11 +67,9 @@ def build_rebalance_storms(episodes: DataFrame, params: GoldParams, membership: 
     )
 
 
-def _with_stopped_share(e: DataFrame, ownership: DataFrame | None) -> DataFrame:
+def _with_stopped_share(e: DataFrame, ownership: DataFrame) -> DataFrame:
     """`_weight`: the share of the group's partitions each rebalance revoked (1 when unknown)."""
     revoked = F.col("partitions_revoked").cast("double")
-    if ownership is None:
-        return e.withColumn("_weight", F.coalesce(F.least(F.lit(1.0), revoked), F.lit(1.0)))
     sizes = ownership.where(F.col("owner_kind") == "member").select(*KEYS, "topic", "partition").distinct() \
         .groupBy(*KEYS).agg(F.count("*").alias("_group_partitions"))
     e = e.join(sizes, KEYS, "left")
