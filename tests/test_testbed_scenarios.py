@@ -315,15 +315,17 @@ def test_gold_duplicate_windows_cover_what_was_consumed_twice(recorded, name):
     assert len(covered) >= 0.99 * len(duplicates), sorted(duplicates - covered)[:20]
 
 
-# The estimate is rate x time since the last commit. What no commit shows is how far behind
-# the log the member ran when it died: on this 2-core machine, with four broker JVMs and
-# thirty clients, a partition's consumer lag swings by a few seconds (its leader's fetch
-# answers late), which moves the truth by up to a third either way in one scenario. The
-# members die a while after their commit (pipelines/testbed/scenario.py,
-# CRASH_AFTER_COMMIT_S) for the heartbeat's share of that to stay small. Asserted: all the
-# scenarios together within a quarter of the truth, each within half; every figure printed.
-ESTIMATE_TOLERANCE = 0.25
-ESTIMATE_TOLERANCE_EACH = 0.5
+# The estimate is rate x time since the last commit; the truth is what the member really
+# processed in those seconds. The members die a while after their commit
+# (pipelines/testbed/scenario.py, CRASH_AFTER_COMMIT_S) for the heartbeat's share of the
+# stop time's uncertainty to stay small, and the data topics have one replica (CreateTopic)
+# so that their high watermark moves steadily on a loaded machine. Asserted: each scenario
+# within a quarter of the truth, as the issue asks, and all of them together within a tenth.
+ESTIMATE_TOLERANCE_EACH = 0.25
+ESTIMATE_TOLERANCE = 0.10
+# A static member replaced by its own restart leaves no record of when it stopped (no
+# session expired): gold takes the middle of its commit interval, so only half is promised.
+STATIC_ESTIMATE_TOLERANCE = 0.5
 
 
 def _estimate_and_truth(recorded: Recorded, name: str) -> tuple[int, int]:
@@ -341,7 +343,7 @@ def test_gold_estimate_is_near_the_truth(recorded, name):
         assert abs(estimated - actual) <= ESTIMATE_TOLERANCE_EACH * actual, (estimated, actual)
 
 
-def test_gold_estimates_together_are_within_a_quarter(recorded):
+def test_gold_estimates_together_are_within_a_tenth(recorded):
     pairs = [_estimate_and_truth(recorded, name) for name in FINDINGS]
     estimated, actual = sum(e for e, _ in pairs), sum(a for _, a in pairs)
     print(f"all scenarios: estimated {estimated} records consumed twice, truth {actual}")
@@ -383,7 +385,7 @@ def test_a_static_member_restarted_in_its_session_is_its_own_cause(recorded):
     print(f"{name}: {actual} records consumed twice, {len(covered)} inside a window; estimated {estimated}")
     assert len(covered) >= 0.95 * actual > 0
     assert not [w for w in windows if (w["estimated_records"] or 0) > 0 and not _covered([w], truth.duplicates)]
-    assert abs(estimated - actual) <= ESTIMATE_TOLERANCE_EACH * actual, (estimated, actual)
+    assert abs(estimated - actual) <= STATIC_ESTIMATE_TOLERANCE * actual, (estimated, actual)
 
 
 def test_a_rolling_restart_is_no_storm_and_leaves_nobody_idle(recorded):
