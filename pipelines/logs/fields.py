@@ -90,3 +90,18 @@ EVENT_TYPES: tuple[str, ...] = (
 def empty_event() -> dict:
     """A record with every key present and None."""
     return dict.fromkeys(EVENT_FIELDS)
+
+
+# The lake's integer columns: a printed number past them cannot be stored (and int() itself
+# refuses a run of more than 4300 digits), so the parser turns such a line into an error record.
+_BOUNDS = {"int": 1 << 31, "long": 1 << 63}
+_MAX_DIGITS = 20
+
+
+def typed_int(key: str, digits: str) -> int | None:
+    """Field `key`'s value from its printed digits, or None when it does not fit the field's type."""
+    if len(digits.lstrip("-").lstrip("0")) > _MAX_DIGITS:
+        return None
+    value = int(digits)
+    bound = _BOUNDS[FIELD_TYPES[key]]
+    return value if -bound <= value < bound else None

@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
+from . import linear
+from .fields import typed_int
 from .triggers import classify_reason, optional_id, parse_member_list, split_client_reason
 
 G = r"(?P<group_id>.+)"                      # group ids are untrusted and may contain spaces
@@ -35,14 +37,14 @@ class Format:
     event: str
     versions: str
     needle: str
-    regex: re.Pattern
+    regex: linear.LinearPattern   # untrusted text between fixed words: never backtracking
     const: dict = field(default_factory=dict)
     post: Callable[[dict, dict], None] | None = None
 
 
 # --- post-processing helpers -------------------------------------------------------------
 
-_MM_RE = re.compile(
+_MM_RE = linear.compile(
     r"memberId=(?P<member_id>.*?), groupInstanceId=(?P<gi>.*?), clientId=(?P<client_id>.*?), "
     r"clientHost=(?P<client_host>.*?), sessionTimeoutMs="
 )
@@ -141,7 +143,7 @@ def _leader_changed(rec: dict, g: dict) -> None:
     rec["group_instance_id"] = optional_id(g.get("gi"))
 
 
-_TRANSITION_RE = re.compile(
+_TRANSITION_RE = linear.compile(
     r"memberEpoch=(?P<epoch>-?\d+), previousMemberEpoch=(?P<prev>-?\d+), state=(?P<state>\w+)"
 )
 
@@ -151,8 +153,9 @@ def _transition_37(rec: dict, g: dict) -> None:
     to = g.get("to") or ""
     m = _TRANSITION_RE.search(to)
     if m:
-        rec["epoch"] = int(m.group("epoch"))
-        rec["previous_epoch"] = int(m.group("prev"))
+        # Numbers past the columns' range stay null; the text is kept in `reason`.
+        rec["epoch"] = typed_int("epoch", m.group("epoch"))
+        rec["previous_epoch"] = typed_int("previous_epoch", m.group("prev"))
         rec["state"] = m.group("state")
     rec["reason"] = f"transitioned from {g.get('frm')} to {to}"
 
@@ -174,7 +177,7 @@ def _sync_expiry(rec: dict, g: dict) -> None:
 # --- the table ---------------------------------------------------------------------------
 
 def _f(event: str, versions: str, needle: str, pattern: str, post=None, **const) -> Format:
-    return Format(event, versions, needle, re.compile(pattern, re.DOTALL), const, post)
+    return Format(event, versions, needle, linear.compile(pattern, re.DOTALL), const, post)
 
 
 FORMATS: tuple[Format, ...] = (

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from .fields import EVENT_FIELDS, FIELD_TYPES
+from .fields import EVENT_FIELDS, FIELD_TYPES, typed_int
 from .formats import FORMATS, Format
 from .reader import LogEntry
 
@@ -33,8 +33,9 @@ def strip_prefix(message: str) -> tuple[str, int | None, int | None]:
     else:
         body = message[m.end():]
         b = m.group("b1") or m.group("b2") or m.group("b3") or m.group("b4")
-        broker = int(b)
-        part = int(m.group("part")) if m.group("part") is not None else None
+        # An id too long for its column counts as not printed (typed_int gives None).
+        broker = typed_int("broker", b)
+        part = typed_int("coordinator_partition", m.group("part")) if m.group("part") is not None else None
     if "[__consumer_offsets," in body:
         body = _OLD_TP_RE.sub(r"__consumer_offsets-\1", body)
     return body.rstrip(), broker, part
@@ -62,8 +63,18 @@ def _match(body: str) -> tuple[Format, re.Match] | None:
     return None
 
 
+def _out_of_range(entry: LogEntry, key: str, digits: str) -> dict:
+    """An error record naming the field whose printed number the lake cannot hold."""
+    shown = digits if len(digits) <= 24 else f"{digits[:20]}... ({len(digits)} characters)"
+    rec = error_record(entry)
+    rec["error"] = f"{key} {shown} is out of range for its column ({FIELD_TYPES[key]})"
+    rec["message"] = entry.message
+    return rec
+
+
 def parse_entry(entry: LogEntry) -> dict | None:
-    """The event of one coordinator entry, an `error` record for a read error, or None.
+    """The event of one coordinator entry, an `error` record for a read error or a number
+    too large for its column, or None.
 
     None means: a coordinator line that no known format matches. The caller keeps it (see
     `unrecognized_record`), it is never dropped silently.
@@ -85,7 +96,13 @@ def parse_entry(entry: LogEntry) -> dict | None:
     groups = {k: v for k, v in m.groupdict().items() if v is not None}
     for key, value in groups.items():
         if key in _FIELD_SET:
-            rec[key] = int(value) if key in _INT_FIELDS else value
+            if key in _INT_FIELDS:
+                number = typed_int(key, value)
+                if number is None:
+                    return _out_of_range(entry, key, value)
+                rec[key] = number
+            else:
+                rec[key] = value
         elif key not in _HELPER_GROUPS:  # pragma: no cover - a table bug, caught by the corpus test
             raise AssertionError(f"format {fmt.event}/{fmt.versions} has stray group {key}")
     for key, value in fmt.const.items():

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import calendar
 import datetime as _dt
-import gzip
 import itertools
 import os
 import re
@@ -21,6 +20,8 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping
+
+from .fields import typed_int
 
 __all__ = [
     "LogEntry", "ReadStats", "iter_log_entries", "entry_from_text", "discover_files",
@@ -71,6 +72,16 @@ _CONTROL_BYTES = bytes(b for b in range(256) if b < 9 or 13 < b < 32 or b == 127
 _LOGGER_NEEDLE_RE = re.compile(
     rb"\((?:org\.apache\.)?kafka\.coordinator\.(?:group\.|Group|common\.runtime\.)"
 )
+# A coordinator entry cut off before its `(logger)` (a file copied while the broker wrote it,
+# a line truncated by a tool): its message still starts with a coordinator prefix. Without
+# this test it would fail the logger test above and vanish without a word.
+_CUT_ENTRY_RE = re.compile(
+    rb"^\x00*(?:[\w.\-]+\s*\| )?\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[,.]\d{1,9})?\] [A-Z]+ "
+    rb"\[(?:GroupCoordinator[ \]]|GroupMetadataManager brokerId=|Group Metadata Manager on Broker )"
+)
+# Does a line end with `(logger)`? Linear: each try starts at a `(` and stops at the next
+# character outside the class, so tries never overlap.
+_LOGGER_TAIL_RE = re.compile(r"\(([\w.$\-]+)\)\s*$")
 
 
 def is_coordinator_logger(logger: str, message: str = "") -> bool:
@@ -136,12 +147,12 @@ class TimestampParser:
             try:
                 naive = _dt.datetime(int(text[0:4]), int(text[5:7]), int(text[8:10]),
                                      int(text[11:13]), int(text[14:16]))
-            except ValueError:
+                if self._zone is None:
+                    base = calendar.timegm(naive.timetuple()) * 1000
+                else:
+                    base = int(naive.replace(tzinfo=self._zone).timestamp()) * 1000
+            except (ValueError, OverflowError):  # no such date, or year 1 moved before year 1
                 return None
-            if self._zone is None:
-                base = calendar.timegm(naive.timetuple()) * 1000
-            else:
-                base = int(naive.replace(tzinfo=self._zone).timestamp()) * 1000
             if len(self._cache) > 100_000:
                 self._cache.clear()
             self._cache[minute] = base
@@ -270,6 +281,28 @@ def _open(path: Path):
         raise
 
 
+def _is_cut_entry(raw: bytes) -> bool:
+    """A coordinator entry's first line that does not end with any `(logger)`."""
+    if _CUT_ENTRY_RE.match(raw) is None:
+        return False
+    return _LOGGER_TAIL_RE.search(raw.decode("utf-8", "replace")) is None
+
+
+def _looks_utf16(sample: bytes) -> bool:
+    """A byte-order mark, or ASCII text with a NUL in every other byte (after any NUL padding).
+
+    Brokers write UTF-8; a UTF-16 copy (re-saved by some tool) would pass the binary test (its
+    NULs look like padding) and then yield no line at all."""
+    if sample.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return True
+    text = sample.lstrip(b"\x00")
+    if len(text) < 64:
+        return False
+    half = len(text) // 2
+    even, odd = text[0::2].count(0), text[1::2].count(0)
+    return max(even, odd) > 0.4 * half and min(even, odd) < 0.05 * half
+
+
 def _looks_binary(sample: bytes) -> bool:
     """Text logs may start with NUL padding; anything else with many control bytes is not a log."""
     sample = sample.replace(b"\x00", b"")
@@ -294,7 +327,7 @@ def entry_from_text(text: str, *, file: str = "", line: int = 0, broker: int | N
     msg = m.group("msg")
     if broker is None:
         b = _BROKER_RE.match(msg)
-        broker = int(b.group(1)) if b else None
+        broker = typed_int("broker", b.group(1)) if b else None
     parse_ts = ts_parser or TimestampParser()
     return LogEntry(file=file, line=line, ts=parse_ts(ts_text), ts_text=ts_text,
                     level=m.group("level"), logger=m.group("logger"), message=msg,
@@ -340,6 +373,11 @@ def _read_file(path: Path, ts_parser: TimestampParser, configured_broker: int | 
     lineno = 0
     pending: list | None = None  # [lineno, entry fields..., continuation list]
     try:
+        if _looks_utf16(sample):
+            stats.errors += 1
+            yield LogEntry(file=name, line=0, error="UTF-16 text, not the UTF-8 a broker writes: "
+                                                    "convert it first (iconv -f UTF-16 -t UTF-8)")
+            return
         if _looks_binary(sample):
             stats.errors += 1
             yield LogEntry(file=name, line=0, error="not a text log file (binary content)")
@@ -361,6 +399,11 @@ def _read_file(path: Path, ts_parser: TimestampParser, configured_broker: int | 
                         stats.broker_configs[key] = value
                     continue
                 if _NEEDLE not in raw or _LOGGER_NEEDLE_RE.search(raw) is None:
+                    if b"[Group" in raw and _is_cut_entry(raw):
+                        stats.errors += 1
+                        yield from held.push(LogEntry(
+                            file=name, line=lineno, text=raw.decode("utf-8", "replace").rstrip("\r\n"),
+                            error="coordinator line cut off before its (logger): not parsed"))
                     continue
                 try:
                     line = raw.decode("utf-8").rstrip("\r\n")
@@ -375,7 +418,7 @@ def _read_file(path: Path, ts_parser: TimestampParser, configured_broker: int | 
                     # A non-entry line naming a coordinator logger (a stack frame of another
                     # entry, or a message split by a newline) is not ours unless it ends with
                     # a coordinator logger; then keep it rather than drop it.
-                    tail = re.search(r"\(([\w.$\-]+)\)\s*$", line)
+                    tail = _LOGGER_TAIL_RE.search(line)
                     if tail and is_coordinator_logger(tail.group(1)):
                         stats.coordinator_lines += 1
                         yield from held.push(LogEntry(file=name, line=lineno, logger=tail.group(1), message=line,
@@ -386,8 +429,9 @@ def _read_file(path: Path, ts_parser: TimestampParser, configured_broker: int | 
                 if not is_coordinator_logger(logger, msg):
                     continue
                 b = _BROKER_RE.match(msg)
+                b = typed_int("broker", b.group(1)) if b is not None else None  # None: too long an id
                 if b is not None:
-                    broker = int(b.group(1))
+                    broker = b
                     last_broker = broker
                     held.known(broker)
                 else:

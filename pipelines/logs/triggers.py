@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import re
 
+from . import linear
+
 # Each row: (compiled pattern over the coordinator reason, trigger, what the groups mean).
 # Named groups: member_id, group_instance_id, removed (a printed collection of member ids).
-_REASONS: tuple[tuple[re.Pattern, str], ...] = tuple(
-    (re.compile(p, re.IGNORECASE if ci else 0), trig)
+# Linear-time patterns (see linear.py): a reason holds untrusted member ids.
+_REASONS: tuple[tuple[linear.LinearPattern, str], ...] = tuple(
+    (linear.compile(p, re.IGNORECASE if ci else 0), trig)
     for p, trig, ci in (
         (r"^Adding new member (?P<member_id>.+?) with group instance ?id (?P<group_instance_id>.*)$", "join", False),
         (r"^Adding new member (?P<member_id>.+)$", "join", False),
@@ -28,7 +31,8 @@ _REASONS: tuple[tuple[re.Pattern, str], ...] = tuple(
         (r"^Downgrade group (?P<group_id>.+) from consumer to classic for member leaving\.?$", "leave", False),
         (r"^Group's selectedProtocol will change because static member (?P<member_id>.+?) with instance id "
          r"(?P<group_instance_id>.+?) joined with change of protocol\.?$", "static_replacement", False),
-        (r"^Freshly-loaded group\b", "coordinator_load", False),
+        # `\b` spelled out (RE2 has no Unicode word boundary): a non-word character or the end.
+        (r"^Freshly-loaded group(?:\W|$)", "coordinator_load", False),
         (r"^error (?P<error>.+?) when storing group assignment during SyncGroup \(member: (?P<member_id>.+)\)\.?$", "unknown", True),
     )
 )

@@ -1,0 +1,153 @@
+"""Hostile server.log input: seeded mutations of the real recordings end as rows or reasons.
+
+The fast slice of `bench/fuzz_logs.py` (same inputs, fewer of them): no crash, no hang, and
+every `error` / `unrecognized` record has a reason and a position. Beside it, the linear-time
+engine (pipelines/logs/linear.py) must agree with Python's `re` on every format, and crafted
+lines that used to take seconds must parse in linear time.
+"""
+from __future__ import annotations
+
+import json
+import random
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from pipelines.logs import parse_text
+from pipelines.logs.formats import FORMATS
+from pipelines.logs.linear import compile as linear_compile
+from pipelines.logs.parser import strip_prefix
+from pipelines.logs.reader import entry_from_text
+from pipelines.logs.triggers import _REASONS
+from tests import log_mutations as lm
+from tests.conftest import RECORDINGS
+
+pytestmark = pytest.mark.skipif(not RECORDINGS.is_dir(), reason="shared recordings not found")
+
+CORPUS = Path(__file__).parent / "data" / "coordinator_lines" / "formats.jsonl"
+INPUTS = 2500
+
+
+@pytest.fixture(scope="module")
+def material():
+    logs = lm.seeds()
+    return logs, lm.coordinator_lines(logs)
+
+
+def test_mutated_logs_end_as_rows_or_reasons(material, tmp_path):
+    logs, lines = material
+    tally = lm.Tally()
+    for number in range(INPUTS):
+        lm.judge(lm.make_input(7, number, logs, lines), tmp_path, tally, hang_s=5.0)
+    assert tally.crashes == [], tally.crashes[0]
+    assert tally.hangs == []
+    assert tally.parsed > 5 * INPUTS   # most of every slice still parses
+    # Each kind of damage reaches its own reason (a mutation that stopped working fails here).
+    reasons = " | ".join(tally.reasons)
+    for want in ("invalid UTF-8", "UTF-16 text", "binary content", "cut off before its (logger)",
+                 "out of range for its column (int)", "gzip", "unrecognized coordinator line"):
+        assert want in reasons, f"no {want!r} among {dict(tally.reasons)}"
+
+
+def _bodies() -> list[str]:
+    """Message bodies of the corpus and of every recording, as the formats see them."""
+    texts = [json.loads(line)["line"] for line in CORPUS.read_text().splitlines() if line.strip()]
+    texts += [line.decode() for line in lm.coordinator_lines(lm.seeds())]
+    out = []
+    for text in texts:
+        entry = entry_from_text(text)
+        if entry is not None:
+            out.append(strip_prefix(entry.message)[0])
+    return out
+
+
+def _variants(body: str, rng: random.Random) -> list[str]:
+    """The body, and short mutations of it that keep it near a format (a Python `re` that
+    backtracks stays fast on them)."""
+    out = [body]
+    for _ in range(6):
+        a = rng.randrange(len(body) + 1)
+        b = min(len(body), a + rng.randrange(1, 30))
+        op = rng.randrange(4)
+        if op == 0:
+            out.append(body[:a] + body[a:b] * rng.randint(2, 5) + body[b:])
+        elif op == 1:
+            out.append(body[:a] + body[b:])
+        elif op == 2:
+            out.append(body[:a] + rng.choice(["١٢", "\u00a0", "\u2028", "\n", "K", "ſ", "_", "\u0663", " in group "])
+                       + body[a:])
+        else:
+            out.append(body[:a] + body[a:b].upper() + body[b:])
+    return out
+
+
+def test_linear_engine_gives_pythons_groups_on_real_and_mutated_lines():
+    rng = random.Random(5)
+    bodies = [v for body in _bodies() for v in _variants(body, rng)]
+    compared = 0
+    for fmt in FORMATS:
+        python = re.compile(fmt.regex.pattern, fmt.regex.flags)
+        for body in bodies:
+            if fmt.needle not in body:
+                continue
+            want = python.match(body)
+            got = fmt.regex.match(body)
+            assert (got is None) == (want is None), (fmt.event, fmt.versions, body)
+            if want is not None:
+                assert got.groupdict() == want.groupdict(), (fmt.event, fmt.versions, body)
+            compared += 1
+    for pattern, _trigger in _REASONS:
+        python = re.compile(pattern.pattern, pattern.flags)
+        for body in bodies:
+            reason = body.partition("(reason: ")[2] or body
+            want, got = python.match(reason), pattern.match(reason)
+            assert (got is None) == (want is None), (pattern.pattern, reason)
+            if want is not None:
+                assert got.groupdict() == want.groupdict(), (pattern.pattern, reason)
+    assert compared > 5000
+
+
+def test_character_classes_are_pythons_not_re2s():
+    """RE2's \\d, \\w and \\s are ASCII and its Unicode tables newer than Python's: the
+    translation spells out Python's classes (U+11F50 is a digit for RE2's tables, not 3.11's)."""
+    samples = "0\u0663\u0966\U00011F50a\u00e9\u0416\u4e00_\u00a0\u2028\u3000 \t\x1c\x85-.$\U0001F600\u0300"
+    for cls in (r"\d", r"\w", r"\s", r"\S", r"[\w.$\-]"):
+        python, linear = re.compile(cls), linear_compile(cls)
+        for ch in samples:
+            assert (python.fullmatch(ch) is None) == (linear.fullmatch(ch) is None), (cls, hex(ord(ch)))
+
+
+def _crafted(body: str, piece: str, size: int) -> str:
+    """A coordinator line whose message repeats `piece` (a format's separator) and then breaks
+    the format's ending: what made two or three `.+` groups try every split."""
+    return (f"[2024-05-01 10:00:00,000] INFO [GroupCoordinator 1]: {body}{piece * (size // len(piece))}#"
+            " (kafka.coordinator.group.GroupCoordinator)")
+
+
+CRAFTED = [
+    ("Member m", " in group "),                                   # member_failed: took ~4 s at 40 k
+    ("[GroupId g] Static member m", " with instance id "),         # three groups
+    ("[GroupId g] Member m", " has left group through explicit `LeaveGroup`; client reason: "),
+    ("Preparing to rebalance group g", " in state Stable with old generation 1 (reason: "),
+    ("Static member with groupInstanceId=i", " and unknown member id joins group "),
+    ("Member MemberMetadata(memberId=", ", groupInstanceId=, clientId=, clientHost=, "),
+]
+
+
+@pytest.mark.parametrize("body,piece", CRAFTED, ids=[c[1].strip()[:20] for c in CRAFTED])
+def test_crafted_40k_lines_parse_in_linear_time(body, piece):
+    def best(size: int) -> float:
+        line = _crafted(body, piece, size)
+        times = []
+        for _ in range(3):
+            started = time.perf_counter()
+            parse_text(line)
+            times.append(time.perf_counter() - started)
+        return min(times)
+
+    small, large = best(20_000), best(80_000)
+    assert large < 0.5, f"{large:.2f} s for an 80 k line"
+    # Four times the length: about four times the time when linear, sixteen when quadratic.
+    assert large < 8 * small + 0.02, (small, large)
