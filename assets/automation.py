@@ -4,6 +4,11 @@ The sensor's cursor is the listing of the configured segment and log paths (file
 size and mtime). When it changes, it asks for one run of every asset. Ingestion is keyed by
 source position, so re-reading a folder whose old files were already loaded stores nothing
 twice; the run key is a digest of the listing, so one listing never starts two runs.
+
+Neither the schedule nor the sensor starts a run while another `refresh_lake` run is queued
+or in progress (they would only wait for the lake's writer lock, or, on an object store
+where there is none, race it): they skip, saying which run is in flight, and the sensor
+keeps its cursor so the files it saw start the next run.
 """
 
 import hashlib
@@ -12,13 +17,17 @@ import os
 
 from dagster import (
     AssetSelection,
+    DagsterInstance,
+    DagsterRunStatus,
     DefaultScheduleStatus,
     DefaultSensorStatus,
     RunRequest,
-    ScheduleDefinition,
+    RunsFilter,
+    ScheduleEvaluationContext,
     SensorEvaluationContext,
     SkipReason,
     define_asset_job,
+    schedule,
     sensor,
 )
 
@@ -30,12 +39,28 @@ refresh_job = define_asset_job(
     description="Ingest the configured sources, then update every table downstream.",
 )
 
-every_15_minutes = ScheduleDefinition(
+# A run in one of these has not finished with the lake.
+IN_FLIGHT = [DagsterRunStatus.QUEUED, DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING,
+             DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
+
+
+def refresh_in_flight(instance: DagsterInstance) -> SkipReason | None:
+    """A reason to skip when a `refresh_lake` run is queued or running, else None."""
+    runs = instance.get_runs(RunsFilter(job_name=refresh_job.name, statuses=IN_FLIGHT), limit=1)
+    if not runs:
+        return None
+    return SkipReason(f"refresh_lake run {runs[0].run_id} is {runs[0].status.value.lower()}: "
+                      "its run covers the lake; the next evaluation tries again")
+
+
+@schedule(
     name="refresh_every_15_minutes",
     job=refresh_job,
     cron_schedule="*/15 * * * *",
     default_status=DefaultScheduleStatus.STOPPED,
 )
+def every_15_minutes(context: ScheduleEvaluationContext):
+    return refresh_in_flight(context.instance) or RunRequest()
 
 
 def source_listing(paths: list[str]) -> dict[str, list[int]]:
@@ -82,6 +107,9 @@ def new_source_files(context: SensorEvaluationContext, sources: SourcesResource)
     changed = changed_files(before, listing)
     if not changed:
         return SkipReason("no new or changed files")
+    busy = refresh_in_flight(context.instance)
+    if busy is not None:
+        return busy  # the cursor stays: these files start the next run
     encoded = json.dumps(listing, sort_keys=True, separators=(",", ":"))
     context.update_cursor(encoded)
     digest = hashlib.sha256(encoded.encode()).hexdigest()[:16]

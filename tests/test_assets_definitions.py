@@ -111,3 +111,29 @@ def test_listing_marks_missing_paths(tmp_path):
     assert changed_files(before, after) == [str(missing / "server.log")]
     st = os.stat(missing / "server.log")
     assert after[str(missing / "server.log")] == [st.st_size, st.st_mtime_ns]
+
+
+def test_schedule_and_sensor_skip_while_a_refresh_is_in_flight(tmp_path):
+    from dagster import DagsterRun, DagsterRunStatus, build_schedule_context, instance_for_test
+
+    from assets.automation import every_15_minutes
+
+    seg = tmp_path / "segments"
+    seg.mkdir()
+    (seg / "00000000000000000000.log").write_bytes(b"x")
+    sources = SourcesResource(segment_paths=[str(seg)])
+    with instance_for_test() as instance:  # a schedule's context needs an instance it can reopen
+        assert isinstance(every_15_minutes(build_schedule_context(instance=instance)), RunRequest)
+        running = instance.add_run(DagsterRun(job_name="refresh_lake", run_id="a" * 36, status=DagsterRunStatus.STARTED))
+
+        skipped = every_15_minutes(build_schedule_context(instance=instance))
+        assert isinstance(skipped, SkipReason) and running.run_id in skipped.skip_message
+        ctx = build_sensor_context(instance=instance, resources={"sources": sources})
+        skipped = new_source_files(ctx)
+        assert isinstance(skipped, SkipReason) and running.run_id in skipped.skip_message
+        assert not ctx.cursor  # the new file is still new at the next evaluation
+
+        instance.report_run_failed(running)
+        assert isinstance(every_15_minutes(build_schedule_context(instance=instance)), RunRequest)
+        assert isinstance(new_source_files(build_sensor_context(instance=instance, resources={"sources": sources})),
+                          RunRequest)
