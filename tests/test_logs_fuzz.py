@@ -151,3 +151,21 @@ def test_crafted_40k_lines_parse_in_linear_time(body, piece):
     assert large < 0.5, f"{large:.2f} s for an 80 k line"
     # Four times the length: about four times the time when linear, sixteen when quadratic.
     assert large < 8 * small + 0.02, (small, large)
+
+
+@pytest.mark.parametrize("number,want", [
+    ("0" * 40_000, 0),                  # int() refuses 40,000 digits; it is still a 0 (found by the long run)
+    ("\u0660" * 50 + "\u0663", 3),      # Arabic-Indic zeros then 3: Python's \d and int() take them
+    ("2147483647", 2147483647),
+    ("2147483648", None),               # past the int column
+    ("1" * 5000, None),                 # past int()'s own limit
+])
+def test_numbers_past_their_column_are_error_records(number, want):
+    line = (f"[2024-05-01 10:00:00,000] INFO [GroupCoordinator 1]: Stabilized group g generation {number} "
+            "(__consumer_offsets-1) with 2 members (kafka.coordinator.group.GroupCoordinator)")
+    rec = parse_text(line, file="server.log", line=9)
+    if want is None:
+        assert rec["event"] == "error" and "generation" in rec["error"] and "out of range" in rec["error"]
+        assert (rec["file"], rec["line"]) == ("server.log", 9)
+    else:
+        assert rec["event"] == "group_stabilized" and rec["generation"] == want

@@ -6,6 +6,10 @@ print the value), so the lake can build one fixed schema from `EVENT_FIELDS` and
 """
 from __future__ import annotations
 
+import functools
+import sys
+import unicodedata
+
 # (name, type) in column order. Types are the lake's logical types:
 # "string", "long", "int", "list<string>".
 _FIELDS: tuple[tuple[str, str], ...] = (
@@ -98,10 +102,20 @@ _BOUNDS = {"int": 1 << 31, "long": 1 << 63}
 _MAX_DIGITS = 20
 
 
+@functools.lru_cache(maxsize=1)
+def _unicode_zeros() -> str:
+    """Every decimal digit zero of Unicode (U+0030, U+0660, U+06F0, ...)."""
+    return "".join(ch for ch in map(chr, range(sys.maxunicode + 1)) if ch.isdecimal() and unicodedata.decimal(ch) == 0)
+
+
 def typed_int(key: str, digits: str) -> int | None:
     """Field `key`'s value from its printed digits, or None when it does not fit the field's type."""
-    if len(digits.lstrip("-").lstrip("0")) > _MAX_DIGITS:
-        return None
-    value = int(digits)
+    body = digits.lstrip("-").lstrip("0") or "0"   # 40,000 zeros are a 0, not too many digits
+    if len(body) > _MAX_DIGITS:
+        # `\d` also takes other scripts' digits, zeros included (rare: only then this look).
+        body = body.lstrip(_unicode_zeros()) or "0"
+        if len(body) > _MAX_DIGITS:
+            return None
+    value = -int(body) if digits.startswith("-") else int(body)
     bound = _BOUNDS[FIELD_TYPES[key]]
     return value if -bound <= value < bound else None
