@@ -125,7 +125,12 @@ def get_spark(master: str | None = None, app_name: str = "rebalance-audit", conf
     from pyspark import SparkContext
 
     started = time.time() if SparkContext._active_spark_context is None else None
-    spark = builder.getOrCreate()
+    if started is not None:
+        check_master(master)
+    try:
+        spark = builder.getOrCreate()
+    except Exception as exc:  # a Java error: pages of stack with the master nowhere in them
+        raise SparkMasterError(f"Spark could not start on master {master}: {_java_cause(exc)}") from exc
     spark.sparkContext.setLogLevel("WARN")
     if started is not None:
         global _started
@@ -134,6 +139,45 @@ def get_spark(master: str | None = None, app_name: str = "rebalance-audit", conf
 
 
 _started: tuple[float, float] | None = None
+
+
+class SparkMasterError(RuntimeError):
+    """The Spark master cannot be used; the message is one line naming it."""
+
+
+# How long a spark:// master may take to accept a connection. Spark itself retries the
+# registration three times 20 s apart and then fails with 100+ lines of Java that never say
+# which master it tried.
+MASTER_CONNECT_TIMEOUT_S = 10.0
+
+
+def check_master(master: str, timeout: float = MASTER_CONNECT_TIMEOUT_S) -> None:
+    """A standalone master (`spark://host:port[,host:port]`, any one of them) accepts a TCP
+    connection, checked before the JVM starts. Other masters (local, yarn, k8s) are Spark's."""
+    if not master.startswith("spark://"):
+        return
+    import socket
+
+    failures = []
+    for address in master[len("spark://"):].split(","):
+        host, _, port = address.rpartition(":")
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+            return
+        except ValueError:
+            failures.append(f"{address}: no port")
+        except OSError as exc:
+            failures.append(f"{address}: {exc.strerror or type(exc).__name__}")
+    raise SparkMasterError(f"Spark master {master} is not reachable ({'; '.join(failures)})")
+
+
+def _java_cause(exc: BaseException) -> str:
+    """The line of a Py4J error that names the Java exception, else the first line."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    for line in lines:
+        if line.startswith(": "):
+            return line[2:]
+    return lines[0] if lines else type(exc).__name__
 
 
 def startup() -> tuple[float, float] | None:

@@ -117,11 +117,51 @@ def _exit_now(code: int) -> None:
     os._exit(code)
 
 
-def _run(args: argparse.Namespace) -> int:
+def _first_line(exc: BaseException) -> str:
+    """The line of an error's text that says what happened.
+
+    A Java error from Spark reads "An error occurred while calling o42.sql.\n: java.…Exception:
+    what" and then the whole stack: its `: `-line is the one. An empty message (a bare
+    AssertionError) is at least named by its type."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    java = [line[2:] for line in lines if line.startswith(": ")]
+    if java:
+        return java[0]
+    return lines[0] if lines else type(exc).__name__
+
+
+def one_line(exc: BaseException, args: argparse.Namespace) -> str:
+    """What the error line says: the cause in the user's terms, then the error's own first line."""
+    from rebalance_audit.preflight import os_cause
+
+    first = _first_line(exc)
+    cause = os_cause(exc)
+    if cause is None:
+        return first
+    lake = getattr(args, "lake", None)
+    return f"{cause} (lake {lake}): {first}" if lake else f"{cause}: {first}"
+
+
+def _say(line: str) -> None:
+    """An error line on stderr; on a terminal, a group id's control characters in it are
+    shown as escapes (rebalance_audit/terminal.py)."""
+    from rebalance_audit.terminal import terminal_safe
+
     try:
+        tty = sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    print(terminal_safe(line) if tty else line, file=sys.stderr)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from rebalance_audit.preflight import check
+
+    try:
+        check(args)
         return int(args.func(args) or 0)
     except UsageError as exc:
-        print(f"rebalance-audit {args.command}: {exc}", file=sys.stderr)
+        _say(f"rebalance-audit {args.command}: {exc}")
         return 2
     except KeyboardInterrupt:
         return 130
@@ -132,7 +172,7 @@ def _run(args: argparse.Namespace) -> int:
     except Exception as exc:  # noqa: BLE001 - the one place errors become exit codes
         if args.debug:
             raise
-        print(f"rebalance-audit {args.command}: error: {exc}", file=sys.stderr)
+        _say(f"rebalance-audit {args.command}: error: {one_line(exc, args)}")
         return 1
 
 

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from rebalance_audit.cli import UsageError, add_common_options
+from rebalance_audit.preflight import PreflightError, check_writable
 
 
 
@@ -29,6 +30,15 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
+def _check_has_gold(lake, lake_root: str) -> None:
+    """The report shows gold findings: a lake with none yet has nothing to show."""
+    from dashboards.data import GOLD
+
+    if not any(lake.exists(name) for name in GOLD):
+        raise PreflightError(f"the lake at {lake_root} has no gold tables yet (rebalance_episodes, duplicate_windows, "
+                             f"...): run `rebalance-audit run --lake {lake_root}` first")
+
+
 def run(args) -> int:
     from pipelines.lake import Lake
 
@@ -46,6 +56,11 @@ def run(args) -> int:
     from pipelines.spark import get_spark
 
     lake = Lake(lake_root, spark=lambda: get_spark(args.spark_master))
+    # Checked before the first file is written: a report of nothing, or one that cannot be
+    # written, would leave a half-written folder behind.
+    _check_has_gold(lake, lake_root)
+    if "://" not in str(out):
+        check_writable(out, "the report folder")
     result = write_report(lake, out, page_size=args.page_size, force=args.force)
     if result.unchanged:
         print("report: the lake did not change since it was written; kept as it is (--force rewrites it)",

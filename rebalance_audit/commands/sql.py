@@ -17,6 +17,7 @@ import json
 import sys
 
 from rebalance_audit.cli import UsageError, add_common_options
+from rebalance_audit.terminal import json_terminal_safe, terminal_safe
 
 
 def register(subparsers) -> None:
@@ -30,6 +31,9 @@ def register(subparsers) -> None:
     p.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output format (default table)")
     p.add_argument("--limit", type=int, default=None, metavar="N",
                    help="print at most N rows (default: all; the table format defaults to 1000)")
+    p.add_argument("--escape", choices=("auto", "always", "never"), default="auto",
+                   help="show control and bidi characters of values as escapes (\\x1b, \\u202e): "
+                        "auto (default) when printing to a terminal")
     p.set_defaults(func=run)
 
 
@@ -57,6 +61,21 @@ def _text(v) -> str:
     if isinstance(v, (dict, list, tuple)) or hasattr(v, "asDict"):
         return json.dumps(_json_value(v), ensure_ascii=False)
     return str(v)
+
+
+def _as_is(text: str) -> str:
+    return text
+
+
+def _escaping(mode: str, out) -> bool:
+    """Escape values? On a terminal by default: raw ESC, NUL or U+202E bytes of a group id
+    would drive the terminal or disguise the text (rebalance_audit/terminal.py)."""
+    if mode != "auto":
+        return mode == "always"
+    try:
+        return out.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def run(args: argparse.Namespace) -> int:
@@ -94,17 +113,22 @@ def run(args: argparse.Namespace) -> int:
         df = df.limit(limit)
     names = df.columns
     out = sys.stdout
+    escape = _escaping(args.escape, out)
     if args.format == "json":
+        shown = json_terminal_safe if escape else _as_is
         for row in df.toLocalIterator():
-            out.write(json.dumps({k: _json_value(row[i]) for i, k in enumerate(names)}, ensure_ascii=False))
+            out.write(shown(json.dumps({k: _json_value(row[i]) for i, k in enumerate(names)}, ensure_ascii=False)))
             out.write("\n")
-    elif args.format == "csv":
+        return 0
+    cell = terminal_safe if escape else _as_is
+    names = [cell(n) for n in names]
+    if args.format == "csv":
         w = csv.writer(out)
         w.writerow(names)
         for row in df.toLocalIterator():
-            w.writerow(["" if v is None else _text(v) for v in row])
+            w.writerow(["" if v is None else cell(_text(v)) for v in row])
     else:
-        rows = [[_text(v) for v in row] for row in df.collect()]
+        rows = [[cell(_text(v)) for v in row] for row in df.collect()]
         widths = [len(n) for n in names]
         for r in rows:
             widths = [max(w, len(c)) for w, c in zip(widths, r)]
