@@ -173,3 +173,35 @@ def test_numbers_past_their_column_are_error_records(number, want):
         assert (rec["file"], rec["line"]) == ("server.log", 9)
     else:
         assert rec["event"] == "group_stabilized" and rec["generation"] == want
+
+
+def test_mutated_logs_ingest_as_bronze_rows_or_quarantine_rows_with_reason_and_position(material, tmp_path):
+    """Through `ingest logs` into a real lake (delta-rs): each entry the reader gives is a
+    `coordinator_log_lines` row, each read error a `quarantine` row with its reason, file and line."""
+    from pipelines.ingest.logs import ingest_logs
+    from pipelines.lake import Lake
+    from pipelines.logs import iter_log_entries
+
+    logs, lines = material
+    paths = []
+    for number in range(60):
+        inp = lm.make_input(11, number, logs, lines)
+        path = tmp_path / "logs" / f"server.log.{number}"   # a name of its own: quarantine keys hold it
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(inp.data)
+        paths.append(str(path))
+    entries = list(iter_log_entries(paths))
+    errors = [e for e in entries if e.error]
+    assert len(errors) >= 10 and len(entries) > len(errors)
+
+    lake = Lake(tmp_path / "lake")
+    summary = ingest_logs(lake, paths, cluster="fuzz")
+    quarantine = lake.read_arrow("quarantine").to_pylist()
+    assert sorted((q["file"], q["line"], q["reason"]) for q in quarantine) == \
+        sorted((e.file, e.line, e.error) for e in errors)
+    assert all(q["reason"] and q["file"] in paths and q["line"] >= 0 for q in quarantine)
+    # Every entry is stored (an entry whose text another input's file also holds is stored
+    # once: bronze keys an entry by its text, so a rotated copy adds nothing).
+    stored = lake.read_arrow("coordinator_log_lines").to_pylist()
+    assert summary.seen == len(entries) - len(errors)
+    assert {(r["broker"], r["text"]) for r in stored} == {(e.broker, e.text) for e in entries if not e.error}
