@@ -18,9 +18,10 @@ RE2 spells otherwise are written out here:
 - `$` matches before a final newline in Python: it becomes `(?:\\n?\\z)`;
 - flags become inline flags.
 
-Anything else the translation does not know (look-arounds, back-references, `\\b`) raises at
-import, so no pattern silently changes meaning. `tests/test_logs_fuzz.py` compares both
-engines on mutated real lines.
+Anything else the translation does not know (look-arounds, back-references, `\\b`) raises
+when the pattern is first used (every format is, by tests/test_logs_formats.py), so no pattern
+silently changes meaning. `tests/test_logs_fuzz.py` compares both engines on real and mutated
+lines.
 """
 from __future__ import annotations
 
