@@ -56,21 +56,23 @@ def codec_id(name_or_id: str | int) -> int:
 
 # ---------------------------------------------------------------------------- decompress
 
-def decompress(codec: int, data, *, magic: int = 2) -> bytes:
+def decompress(codec: int, data, *, magic: int = 2, limit: int | None = None) -> bytes:
     """Decompress one batch's (or wrapper message's) payload.
 
     `magic` is the message format the payload came from; it only matters for LZ4, where
-    magic 0 carries the pre-0.10 broken frame header checksum (KAFKA-3160).
+    magic 0 carries the pre-0.10 broken frame header checksum (KAFKA-3160). With `limit`,
+    a payload that would decompress to more than `limit` bytes raises CompressionError
+    without ever holding much more than `limit` bytes in memory (a decompression bomb).
     """
     try:
         if codec == GZIP:
-            return bytes(cramjam.gzip.decompress(data))
+            return gzip_decompress(data, limit)
         if codec == SNAPPY:
-            return snappy_decompress(data)
+            return snappy_decompress(data, limit)
         if codec == LZ4:
-            return lz4_frame_decompress(data, broken_header_checksum=(magic == 0))
+            return lz4_frame_decompress(data, broken_header_checksum=(magic == 0), limit=limit)
         if codec == ZSTD:
-            return bytes(cramjam.zstd.decompress(data))
+            return zstd_decompress(data, limit)
     except CompressionError:
         raise
     except Exception as exc:  # cramjam raises its own DecompressionError and others
@@ -80,15 +82,64 @@ def decompress(codec: int, data, *, magic: int = 2) -> bytes:
     raise CompressionError(f"unknown compression codec id {codec}")
 
 
-def snappy_decompress(data) -> bytes:
-    """xerial-framed snappy (what the Java client writes) or plain raw snappy."""
+def _too_large(codec: str, limit: int) -> CompressionError:
+    return CompressionError(f"{codec}: decompresses to more than the cap of {limit:,} bytes")
+
+
+def gzip_decompress(data, limit: int | None = None) -> bytes:
+    """A gzip stream, concatenated members included (Java's GZIPInputStream reads them;
+    trailing bytes that are not another member are an error, as cramjam has it). zlib
+    rather than cramjam: it stops at `max_length`, and is faster on small payloads."""
+    out = []
+    total = 0
+    rest = bytes(data)
+    while True:
+        d = zlib.decompressobj(wbits=31)
+        chunk = d.decompress(rest, 0 if limit is None else limit - total + 1)
+        total += len(chunk)
+        if limit is not None and total > limit:
+            raise _too_large("gzip", limit)
+        out.append(chunk)
+        if not d.eof:
+            raise CompressionError("gzip: truncated stream")
+        rest = d.unused_data
+        if not rest:
+            return b"".join(out)
+
+
+def zstd_decompress(data, limit: int | None = None) -> bytes:
+    """A zstd frame. Kafka's zstd-jni writes no content size, so with a `limit` the output
+    buffer starts small and doubles up to the limit; cramjam stops (and raises) when a
+    buffer is full, so a bomb costs at most the limit."""
+    if limit is None:
+        return bytes(cramjam.zstd.decompress(data))
+    size = min(limit, max(64 * 1024, 8 * len(data)))
+    while True:
+        buf = bytearray(size)
+        try:
+            n = cramjam.zstd.decompress_into(data, buf)
+        except Exception as exc:
+            if "whole buffer" not in str(exc):  # cramjam's "failed to write whole buffer"
+                raise
+            if size >= limit:
+                raise _too_large("zstd", limit) from None
+            size = min(limit, 2 * size)
+            continue
+        return bytes(memoryview(buf)[:n])
+
+
+def snappy_decompress(data, limit: int | None = None) -> bytes:
+    """xerial-framed snappy (what the Java client writes) or plain raw snappy. Each raw
+    snappy block states its uncompressed length up front: the limit is checked on that."""
     mv = memoryview(data)
     if bytes(mv[:8]) != XERIAL_MAGIC:
+        _check_snappy_len(mv, 0, limit)
         return bytes(cramjam.snappy.decompress_raw(mv))
     if len(mv) < 16:
         raise CompressionError("snappy: truncated xerial header")
     pos = 16  # magic + version + compatible version
     out = []
+    total = 0
     end = len(mv)
     while pos < end:
         if pos + 4 > end:
@@ -97,9 +148,19 @@ def snappy_decompress(data) -> bytes:
         pos += 4
         if n < 0 or pos + n > end:
             raise CompressionError(f"snappy: xerial block of {n} bytes overruns the payload at byte {pos}")
-        out.append(bytes(cramjam.snappy.decompress_raw(mv[pos : pos + n])))
+        block = mv[pos : pos + n]
+        total += _check_snappy_len(block, total, limit)
+        out.append(bytes(cramjam.snappy.decompress_raw(block)))
         pos += n
     return b"".join(out)
+
+
+def _check_snappy_len(block, total: int, limit: int | None) -> int:
+    """The uncompressed length a raw snappy block declares, checked against the limit."""
+    n = cramjam.snappy.decompress_raw_len(block)
+    if limit is not None and total + n > limit:
+        raise _too_large("snappy", limit)
+    return n
 
 
 def lz4_header_checksums(descriptor_with_magic) -> tuple[int, int]:
@@ -110,12 +171,13 @@ def lz4_header_checksums(descriptor_with_magic) -> tuple[int, int]:
     return (xxh32(d[4:]) >> 8) & 0xFF, (xxh32(d) >> 8) & 0xFF
 
 
-def lz4_frame_decompress(data, *, broken_header_checksum: bool = False) -> bytes:
+def lz4_frame_decompress(data, *, broken_header_checksum: bool = False, limit: int | None = None) -> bytes:
     """Decompress one LZ4 frame.
 
     With `broken_header_checksum` (magic-0 messages) the HC byte may be either Kafka's
     pre-0.10 value or the correct one: Kafka >= 0.10 reads such messages without
     checking it, and some clients wrote the correct value. Otherwise HC must be correct.
+    With `limit`, blocks are decompressed only while the output stays within it.
     """
     mv = memoryview(data)
     n = len(mv)
@@ -146,10 +208,12 @@ def lz4_frame_decompress(data, *, broken_header_checksum: bool = False) -> bytes
     if not independent:
         # Linked blocks reference earlier blocks' output; Kafka never writes them, but
         # cramjam's frame decoder handles them once the header checksum is the real one.
+        _check_linked_lz4_size(mv, pos, block_max, limit)
         header = bytearray(mv[:pos])
         header[-1] = correct
         return bytes(cramjam.lz4.decompress(bytes(header) + bytes(mv[pos:])))
     out = []
+    total = 0
     while True:
         if pos + 4 > n:
             raise CompressionError("lz4: truncated frame (no end mark)")
@@ -175,6 +239,9 @@ def lz4_frame_decompress(data, *, broken_header_checksum: bool = False) -> bytes
             buf = bytearray(block_max)
             written = cramjam.lz4.decompress_block_into(block, buf)
             out.append(bytes(memoryview(buf)[:written]))
+        total += len(out[-1])
+        if limit is not None and total > limit:
+            raise _too_large("lz4", limit)
     result = b"".join(out)
     if content_checksum:
         if pos + 4 > n:
@@ -182,6 +249,25 @@ def lz4_frame_decompress(data, *, broken_header_checksum: bool = False) -> bytes
         if struct.unpack_from("<I", mv, pos)[0] != xxh32(result):
             raise CompressionError("lz4: content checksum mismatch")
     return result
+
+
+def _check_linked_lz4_size(mv, pos: int, block_max: int, limit: int | None) -> None:
+    """Linked blocks go to cramjam's frame decoder whole, so bound their output first:
+    each block yields at most the frame's block maximum."""
+    if limit is None:
+        return
+    blocks = 0
+    n = len(mv)
+    while pos + 4 <= n:
+        size = struct.unpack_from("<I", mv, pos)[0] & 0x7FFFFFFF
+        if size == 0:
+            break
+        blocks += 1
+        pos += 4 + size
+    if blocks * block_max > limit:
+        raise CompressionError(
+            f"lz4: {blocks} linked blocks of up to {block_max:,} bytes may exceed the cap of {limit:,} bytes"
+        )
 
 
 # ------------------------------------------------------------------------------ compress
