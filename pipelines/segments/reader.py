@@ -9,14 +9,16 @@ What the reader promises:
 * Every record comes out as a `SegmentRecord` (key/value bytes plus batch facts); every
   empty batch (RecordsCount 0, left by compaction to keep producer state) as its
   `SegmentBatch`; everything that cannot be read as a `SegmentError` carrying the file,
-  position and the offsets it covers. Nothing is skipped silently.
-* A corrupt batch (CRC mismatch, bad compression, inconsistent record framing) costs only
-  that batch: its Length still says where the next batch starts. When the framing itself
-  is broken (bad magic, impossible length, a Length running past the end of the file), the
-  reader looks for the next v2 batch that proves itself (magic, sane length, CRC-32C) and
-  reports the skipped bytes and the offsets they held as one error; if there is none (a
-  segment cut off while being written, or not a segment at all) the file ends with an
-  error.
+  byte position and the offsets it covers. Nothing is skipped silently.
+* Damage costs only the damaged bytes: a batch that does not prove itself (consistent
+  header, valid CRC; see `framing.py`) is skipped up to the next batch that does, found
+  byte by byte, never by trusting the damaged batch's Length. One error reports the
+  skipped bytes and the offsets they held; if no batch follows (a segment cut off while
+  being written, or not a segment at all) the file ends with an error.
+* Offsets are believable or reported (`ordering.py`): within int64 and the segment's
+  window (from its file name), in increasing order; a duplicated batch is an error.
+  Inside a batch, record offsets increase within the batch's range and timestamps fit in
+  int64; decompression stops at a cap derived from the batch header.
 * Trailing zero bytes (a preallocated segment, `log.preallocate=true`) end the file quietly:
   they are not data.
 """
@@ -27,9 +29,8 @@ import zlib
 from pathlib import Path
 from typing import Iterator, Union
 
-from crc32c import crc32c
-
 from . import compression as comp
+from .framing import LOG_OVERHEAD, MIN_LENGTH, V2_HEADER_SIZE, Frame, iter_frames
 from .model import (
     CREATE_TIME,
     LOG_APPEND_TIME,
@@ -38,20 +39,27 @@ from .model import (
     SegmentError,
     SegmentRecord,
 )
-from .paths import partition_from_path
+from .ordering import int64_or_none, judge
+from .paths import SEGMENT_FILE, partition_from_path
 
 Item = Union[SegmentRecord, SegmentBatch, SegmentError]
 
-_V2_HEADER = struct.Struct(">qiiBIhiqqqhii")  # 61 bytes, DefaultRecordBatch layout
-V2_HEADER_SIZE = _V2_HEADER.size
 _LEGACY_HEADER = struct.Struct(">qiIBB")  # offset, size, crc, magic, attributes
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
-LOG_OVERHEAD = 12  # BaseOffset + Length
-_HEADER_UP_TO_MAGIC = 17
-# Smallest legal Length per magic: v2 header after Length; legacy crc+magic+attrs(+ts)+2 lengths.
-_MIN_LENGTH = {0: 14, 1: 22, 2: V2_HEADER_SIZE - LOG_OVERHEAD}
 _INT32_MAX = 0x7FFFFFFF
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+# What a compressed batch may decompress to. Kafka bounds a batch by its compressed size
+# only (max.message.bytes), so a small payload can claim gigabytes (a 1 MB segment once
+# took 2.1 GB). The cap follows the batch's own header: RecordsCount records of at most
+# 1 MiB each -- Kafka's default message.max.bytes, which with the default
+# offsets.topic.compression.codec (none) no coordinator record can exceed -- and never
+# more than 64 MiB, so that a forged RecordsCount cannot lift it. 64 MiB is far above any
+# coordinator batch (an OffsetCommit of 100,000 partitions is about 10 MB) and small next
+# to the segment already in memory. Legacy wrappers have no record count: they get 64 MiB.
+MAX_RECORD_BYTES = 1024 * 1024
+MAX_DECOMPRESSED_BATCH = 64 * 1024 * 1024
 
 
 class RecordFormatError(ValueError):
@@ -65,7 +73,8 @@ def iter_segment_records(
 ) -> Iterator[Item]:
     """Every record, empty batch and error of one `.log` segment file, in file order.
 
-    `partition` defaults to the N of an enclosing `__consumer_offsets-N` folder.
+    `partition` defaults to the N of an enclosing `__consumer_offsets-N` folder; a file
+    named `NNNNNNNNNNNNNNNNNNNN.log` gives the lowest offset its batches may hold.
     """
     path = Path(path)
     if partition is None:
@@ -74,7 +83,9 @@ def iter_segment_records(
         data = path.read_bytes()
     except OSError as exc:
         return iter([SegmentError(str(path), broker, partition, 0, f"cannot read segment: {exc.strerror or exc}")])
-    return iter_buffer_records(data, file=str(path), partition=partition, broker=broker)
+    m = SEGMENT_FILE.match(path.name)
+    return iter_buffer_records(data, file=str(path), partition=partition, broker=broker,
+                               segment_base=int(m.group(1)) if m else None)
 
 
 def iter_buffer_records(
@@ -83,109 +94,30 @@ def iter_buffer_records(
     file: str = "<memory>",
     partition: int | None = None,
     broker: str | None = None,
+    segment_base: int | None = None,
 ) -> Iterator[Item]:
-    """Like `iter_segment_records`, over segment bytes already in memory."""
+    """Like `iter_segment_records`, over segment bytes already in memory; `segment_base`
+    is the base offset a segment file's name gives."""
     data = bytes(data)
-    n = len(data)
-    pos = 0
-
-    next_offset = None  # first offset after the last batch read, to bound a skipped range
-    while pos < n:
-        remaining = n - pos
-        problem = None
-        base_offset = None
-        if remaining < _HEADER_UP_TO_MAGIC:
-            problem = f"truncated batch: only {remaining} bytes left at the end of the segment"
-        else:
-            base_offset, length = struct.unpack_from(">qi", data, pos)
-            magic = data[pos + 16]
-            if length == 0 and base_offset == 0 and data.count(0, pos) == remaining:
-                # Preallocated, never-written tail. (A run of zeros shorter than a batch
-                # header is more likely the cut-off start of a batch, reported above.)
-                return
-            if magic not in _MIN_LENGTH:
-                problem = f"invalid magic byte {magic} (expected 0, 1 or 2): not a Kafka record batch"
-                base_offset = None
-            elif length < _MIN_LENGTH[magic]:
-                problem = f"invalid batch length {length} for magic {magic} (at least {_MIN_LENGTH[magic]})"
-            elif pos + LOG_OVERHEAD + length > n:
-                problem = (
-                    f"truncated batch: it declares {LOG_OVERHEAD + length} bytes but the segment has "
-                    f"only {remaining} left"
-                )
+    for frame, problem, first, last in judge(iter_frames(data), segment_base):
         if problem is not None:
-            # The framing is lost: look for the next batch that proves itself (magic 2,
-            # plausible length and offset, valid CRC-32C) and report the bytes in between.
-            resume = _resync(data, pos + 1, next_offset)
-            if resume is None:
-                yield SegmentError(
-                    file, broker, partition, pos,
-                    f"{problem}; no readable batch in the remaining {remaining} bytes of the segment"
-                    + (" (a segment still being written?)" if problem.startswith("truncated") else ""),
-                    base_offset if base_offset is not None else next_offset, None,
-                )
-                return
-            resume_offset = struct.unpack_from(">q", data, resume)[0]
-            first = next_offset if next_offset is not None else base_offset
-            if first is not None and first >= resume_offset:
-                lost = " (no offsets are missing: the bytes held none)"
-                first = last = None
-            else:
-                lost, last = "", resume_offset - 1
-            yield SegmentError(
-                file, broker, partition, pos,
-                f"{problem}; skipped {resume - pos} bytes up to the next readable batch at byte {resume}{lost}",
-                first, last,
-            )
-            pos = resume
-            continue
-        end = pos + LOG_OVERHEAD + length
-        if magic == 2:
-            next_offset = base_offset + struct.unpack_from(">i", data, pos + 23)[0] + 1
-            yield from _read_v2(data, pos, end, file, broker, partition)
+            yield SegmentError(file, broker, partition, frame.pos, problem, first, last)
+        elif frame.magic == 2:
+            yield from _read_v2(data, frame, file, broker, partition)
         else:
-            next_offset = base_offset + 1
-            yield from _read_legacy(data, pos, end, file, broker, partition)
-        pos = end
-
-
-def _resync(data: bytes, start: int, min_offset: int | None) -> int | None:
-    """Position of the first v2 batch at or after `start` that checks out (magic 2, sane
-    length inside the file, base offset not before `min_offset`, CRC-32C valid), or None.
-    Legacy batches are not searched for: magic 0/1 bytes are too common to scan for."""
-    n = len(data)
-    q = data.find(b"\x02", start + 16)
-    while q != -1:
-        p = q - 16
-        if p + V2_HEADER_SIZE > n:
-            return None
-        base, length = struct.unpack_from(">qi", data, p)
-        if (
-            length >= _MIN_LENGTH[2]
-            and p + LOG_OVERHEAD + length <= n
-            and base >= (min_offset or 0)
-            and crc32c(memoryview(data)[p + 21 : p + LOG_OVERHEAD + length]) == struct.unpack_from(">I", data, p + 17)[0]
-        ):
-            return p
-        q = data.find(b"\x02", q + 1)
-    return None
+            yield from _read_legacy(data, frame, first, file, broker, partition)
 
 
 # ------------------------------------------------------------------------ record batch v2
 
-def _read_v2(data: bytes, pos: int, end: int, file, broker, partition) -> list[Item]:
-    """Items of one v2 batch. Returns a list: records pass through fewer generator levels."""
+def _read_v2(data: bytes, frame: Frame, file, broker, partition) -> list[Item]:
+    """Items of one v2 batch (framed, so its header is consistent and its CRC valid).
+    Returns a list: records pass through fewer generator levels."""
     (
         base_offset, _length, leader_epoch, magic, crc, attrs, last_delta,
         base_ts, max_ts, producer_id, producer_epoch, base_sequence, count,
-    ) = _V2_HEADER.unpack_from(data, pos)
-    last_offset = base_offset + last_delta
-
-    computed = crc32c(memoryview(data)[pos + 21 : end])
-    if computed != crc:
-        return [SegmentError(file, broker, partition, pos,
-                             f"CRC-32C mismatch: stored {crc:#010x}, computed {computed:#010x} (corrupt batch)",
-                             base_offset, last_offset)]
+    ) = frame.info
+    pos, end, last_offset = frame.pos, frame.end, frame.last
     codec = attrs & 0x07
     if codec not in comp.CODEC_NAMES:
         return [SegmentError(file, broker, partition, pos,
@@ -209,15 +141,13 @@ def _read_v2(data: bytes, pos: int, end: int, file, broker, partition) -> list[I
         count,
         crc,
     )
-    if count < 0:
-        return [SegmentError(file, broker, partition, pos, f"invalid records count {count}",
-                             base_offset, last_offset)]
     if count == 0:
         return [batch]  # compaction leftover: keeps the producer's sequence state
     start = pos + V2_HEADER_SIZE
     if codec:
+        cap = min(count * MAX_RECORD_BYTES, MAX_DECOMPRESSED_BATCH)
         try:
-            buf = comp.decompress(codec, memoryview(data)[start:end], magic=2)
+            buf = comp.decompress(codec, memoryview(data)[start:end], magic=2, limit=cap)
         except comp.CompressionError as exc:
             return [SegmentError(file, broker, partition, pos, f"cannot decompress batch: {exc}",
                                  base_offset, last_offset)]
@@ -225,7 +155,7 @@ def _read_v2(data: bytes, pos: int, end: int, file, broker, partition) -> list[I
     else:
         buf, rpos, rend = data, start, end
 
-    items, problem = _v2_records(buf, rpos, rend, count, batch, base_ts, log_append, max_ts)
+    items, problem = _v2_records(buf, rpos, rend, count, batch, base_ts, log_append, max_ts, last_delta)
     if control:
         for i, record in enumerate(items):
             error = _decode_control(record)
@@ -256,19 +186,21 @@ def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
             raise RecordFormatError("varint longer than 10 bytes")
 
 
-def _v2_records(buf, pos, end, count, batch, base_ts, log_append, max_ts):
+def _v2_records(buf, pos, end, count, batch, base_ts, log_append, max_ts, last_delta):
     """Parse `count` DefaultRecords from buf[pos:end] (the hot loop: keep it flat).
     Returns (records, None), or (the records before the problem, what the problem is)."""
     out: list = []
     try:
-        _v2_records_into(out, buf, pos, end, count, batch, base_ts, log_append, max_ts)
+        _v2_records_into(out, buf, pos, end, count, batch, base_ts, log_append, max_ts, last_delta)
     except RecordFormatError as exc:
         return out, str(exc)
     return out, None
 
 
-def _v2_records_into(out, buf, pos, end, count, batch, base_ts, log_append, max_ts) -> None:
+def _v2_records_into(out, buf, pos, end, count, batch, base_ts, log_append, max_ts, last_delta) -> None:
     append = out.append
+    prev_delta = -1
+    ts_min, ts_max = _INT64_MIN, _INT64_MAX
     base_offset = batch.base_offset
     base_seq = batch.base_sequence
     read_varint = _read_varint
@@ -334,6 +266,16 @@ def _v2_records_into(out, buf, pos, end, count, batch, base_ts, log_append, max_
                 f"record at offset delta {offset_delta} declares {length} bytes but its fields "
                 f"end {pos - rec_end:+d} bytes from there"
             )
+        # Offsets increase inside the batch's range (compaction leaves gaps, never disorder).
+        if not prev_delta < offset_delta <= last_delta:
+            raise RecordFormatError(
+                f"record offset delta {offset_delta} is not between {prev_delta + 1} and the batch's "
+                f"last offset delta {last_delta}"
+            )
+        prev_delta = offset_delta
+        ts = max_ts if log_append else base_ts + ts_delta
+        if not ts_min <= ts <= ts_max:
+            raise RecordFormatError(f"record timestamp {base_ts} + {ts_delta} overflows int64")
         if base_seq < 0:
             seq = -1
         elif base_seq > _INT32_MAX - offset_delta:  # DefaultRecordBatch.incrementSequence
@@ -342,7 +284,7 @@ def _v2_records_into(out, buf, pos, end, count, batch, base_ts, log_append, max_
             seq = base_seq + offset_delta
         append(Record(
             base_offset + offset_delta,
-            max_ts if log_append else base_ts + ts_delta,
+            ts,
             key,
             value,
             headers,
@@ -397,16 +339,12 @@ def _decode_control(record: SegmentRecord) -> str | None:
 
 # ----------------------------------------------------------- legacy message sets (magic 0/1)
 
-def _read_legacy(data: bytes, pos: int, end: int, file, broker, partition) -> Iterator[Item]:
-    """One shallow legacy message: a plain record, or a compressed wrapper whose value is
-    an inner message set (LegacyRecord.java / AbstractLegacyRecordBatch.java)."""
-    try:
-        wrapper = _parse_legacy_message(data, pos, end)
-    except RecordFormatError as exc:
-        offset = _I64.unpack_from(data, pos)[0]
-        yield SegmentError(file, broker, partition, pos, f"corrupt legacy message: {exc}", offset, offset)
-        return
-    offset, magic, attrs, ts, key, value = wrapper
+def _read_legacy(data: bytes, frame: Frame, low: int, file, broker, partition) -> Iterator[Item]:
+    """One shallow legacy message (framed, so its CRC is valid): a plain record, or a
+    compressed wrapper whose value is an inner message set (LegacyRecord.java /
+    AbstractLegacyRecordBatch.java). Inner offsets must lie in [low, wrapper offset]."""
+    pos, end = frame.pos, frame.end
+    offset, magic, attrs, ts, key, value = _legacy_fields(data, pos, end)
     codec = attrs & 0x07
     log_append = magic == 1 and bool(attrs & 0x08)
     ts_type = NO_TIMESTAMP_TYPE if magic == 0 else (LOG_APPEND_TIME if log_append else CREATE_TIME)
@@ -433,29 +371,12 @@ def _read_legacy(data: bytes, pos: int, end: int, file, broker, partition) -> It
         yield fail("compressed wrapper message has a null value")
         return
     try:
-        inner_bytes = comp.decompress(codec, value, magic=magic)
+        inner_bytes = comp.decompress(codec, value, magic=magic, limit=MAX_DECOMPRESSED_BATCH)
     except comp.CompressionError as exc:
         yield fail(f"cannot decompress wrapper message: {exc}")
         return
 
-    # Frame the inner message set first: magic-1 inner offsets are relative and only the
-    # last one tells how they map onto the wrapper's (absolute, = last inner) offset.
-    inner: list = []
-    ipos, iend = 0, len(inner_bytes)
-    while ipos < iend:
-        if iend - ipos < LOG_OVERHEAD + _MIN_LENGTH[0]:
-            inner.append(RecordFormatError(f"truncated inner message at byte {ipos} of the wrapper"))
-            break
-        ioffset, isize = struct.unpack_from(">qi", inner_bytes, ipos)
-        inext = ipos + LOG_OVERHEAD + isize
-        if isize < _MIN_LENGTH[0] or inext > iend:
-            inner.append(RecordFormatError(f"inner message size {isize} overruns the wrapper at byte {ipos}"))
-            break
-        try:
-            inner.append(_parse_legacy_message(inner_bytes, ipos, inext))
-        except RecordFormatError as exc:
-            inner.append((ioffset, exc))
-        ipos = inext
+    inner = _frame_inner(inner_bytes)
     framed = [m for m in inner if not isinstance(m, RecordFormatError)]
     if not framed:
         yield fail("compressed wrapper message holds no inner messages")
@@ -464,38 +385,74 @@ def _read_legacy(data: bytes, pos: int, end: int, file, broker, partition) -> It
         shift = offset - framed[-1][0]  # absolute = wrapper offset - last relative + relative
     else:
         shift = 0  # magic 0 inner messages carry absolute offsets
-    batch.base_offset = framed[0][0] + shift
+    if low <= framed[0][0] + shift <= offset:
+        batch.base_offset = framed[0][0] + shift
     batch.records_count = len(framed)
+    prev = low - 1
     for m in inner:
         if isinstance(m, RecordFormatError):
             yield fail(f"corrupt inner message: {m}", batch.base_offset, offset)
             continue
-        if isinstance(m[1], RecordFormatError):
-            yield fail(f"corrupt inner message: {m[1]}", m[0] + shift, m[0] + shift)
+        ioffset = m[0] + shift
+        if not prev < ioffset <= offset:
+            at = int64_or_none(ioffset)
+            yield fail(f"inner message offset {ioffset} is not between {prev + 1} and the wrapper's offset {offset}",
+                       at, at)
             continue
-        ioffset, imagic, iattrs, its, ikey, ivalue = m
+        prev = ioffset
+        if isinstance(m[1], RecordFormatError):
+            yield fail(f"corrupt inner message: {m[1]}", ioffset, ioffset)
+            continue
+        _, imagic, iattrs, its, ikey, ivalue = m
         if iattrs & 0x07:
-            yield fail("nested compression inside a wrapper message", ioffset + shift, ioffset + shift)
+            yield fail("nested compression inside a wrapper message", ioffset, ioffset)
             continue
         if imagic != magic:
-            yield fail(
-                f"inner message magic {imagic} differs from its wrapper's {magic}",
-                ioffset + shift, ioffset + shift,
-            )
+            yield fail(f"inner message magic {imagic} differs from its wrapper's {magic}", ioffset, ioffset)
             continue
         timestamp = ts if log_append else its
-        yield SegmentRecord(ioffset + shift, timestamp, ikey, ivalue, (), -1, batch)
+        yield SegmentRecord(ioffset, timestamp, ikey, ivalue, (), -1, batch)
+
+
+def _frame_inner(inner_bytes: bytes) -> list:
+    """The inner message set of a wrapper, framed first: magic-1 inner offsets are relative
+    and only the last one tells how they map onto the wrapper's (absolute, = last inner)
+    offset. Items: parsed messages, (offset, RecordFormatError) for a message that does
+    not parse, and a final RecordFormatError where the framing breaks."""
+    inner: list = []
+    ipos, iend = 0, len(inner_bytes)
+    while ipos < iend:
+        if iend - ipos < LOG_OVERHEAD + MIN_LENGTH[0]:
+            inner.append(RecordFormatError(f"truncated inner message at byte {ipos} of the wrapper"))
+            break
+        ioffset, isize = struct.unpack_from(">qi", inner_bytes, ipos)
+        inext = ipos + LOG_OVERHEAD + isize
+        if isize < MIN_LENGTH[0] or inext > iend:
+            inner.append(RecordFormatError(f"inner message size {isize} overruns the wrapper at byte {ipos}"))
+            break
+        try:
+            inner.append(_parse_legacy_message(inner_bytes, ipos, inext))
+        except RecordFormatError as exc:
+            inner.append((ioffset, exc))
+        ipos = inext
+    return inner
 
 
 def _parse_legacy_message(data: bytes, pos: int, end: int):
-    """(offset, magic, attributes, timestamp, key, value) of the message at data[pos:end],
-    with its CRC-32 checked."""
-    offset, _size, crc, magic, attrs = _LEGACY_HEADER.unpack_from(data, pos)
+    """(offset, magic, attributes, timestamp, key, value) of the inner message at
+    data[pos:end], with its CRC-32 checked."""
+    crc, magic = struct.unpack_from(">IB", data, pos + 12)
     if magic > 1:
         raise RecordFormatError(f"magic {magic} message inside a legacy message set")
     computed = zlib.crc32(memoryview(data)[pos + 16 : end]) & 0xFFFFFFFF
     if computed != crc:
         raise RecordFormatError(f"CRC-32 mismatch: stored {crc:#010x}, computed {computed:#010x}")
+    return _legacy_fields(data, pos, end)
+
+
+def _legacy_fields(data: bytes, pos: int, end: int):
+    """(offset, magic, attributes, timestamp, key, value) of the message at data[pos:end]."""
+    offset, _size, _crc, magic, attrs = _LEGACY_HEADER.unpack_from(data, pos)
     p = pos + 18
     if magic == 1:
         if p + 8 > end:
