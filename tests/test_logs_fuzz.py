@@ -27,7 +27,7 @@ from tests.conftest import RECORDINGS
 pytestmark = pytest.mark.skipif(not RECORDINGS.is_dir(), reason="shared recordings not found")
 
 CORPUS = Path(__file__).parent / "data" / "coordinator_lines" / "formats.jsonl"
-INPUTS = 2500
+INPUTS = 2000
 
 
 @pytest.fixture(scope="module")
