@@ -424,11 +424,12 @@ def check_reader(seed: Seed, window: tuple[int, int], mut: Mutation) -> Outcome:
     batches = [(p - start, e - start, m, b, lb) for p, e, m, b, lb in seed.batches[first : last + 1]]
     original = seed.data[start : seed.batches[last][1]]
     expected = by_position(iter_buffer_records(original, segment_base=seed.segment_base))
-    # The same bytes can be told as two changes (the mutation as made, and its smallest
-    # form, which may move it: deleting the last byte of a batch that equals the first of
-    # the next is deleting that one). Only a batch intact in both must decode as before;
-    # damage that is clean in either leaves nothing to report.
-    tellings = (mut, _minimal(original, mut))
+    # The same bytes can be told as several changes (the mutation as made, and its
+    # smallest form moved as far right or left as the bytes allow: deleting the last byte
+    # of a batch that equals the first of the next is deleting that one). Only a batch
+    # intact in every telling must decode as before; damage that is clean in one, or a
+    # deletion that can be placed on batch boundaries, leaves nothing to report.
+    tellings = (mut, _minimal(original, mut), _minimal(original, mut, leftmost=True))
     out = Outcome(mut.kind)
     try:
         with deadline(HANG_SECONDS):
@@ -442,8 +443,8 @@ def check_reader(seed: Seed, window: tuple[int, int], mut: Mutation) -> Outcome:
     got = by_position(items)
     errors = [i for i in items if isinstance(i, SegmentError)]
     out.reasons.update(reason_bucket(e.error) for e in errors)
-    made, smallest = (_intact(t, batches) for t in tellings)
-    intact = {pos: at for pos, at in made.items() if smallest.get(pos) == at}
+    made, *others = (_intact(t, batches) for t in tellings)
+    intact = {pos: at for pos, at in made.items() if all(o.get(pos) == at for o in others)}
     for pos, end, _, base, lb in batches:
         if pos not in intact:
             continue
@@ -457,7 +458,8 @@ def check_reader(seed: Seed, window: tuple[int, int], mut: Mutation) -> Outcome:
         else:
             out.lost.append((pos, base, lb))
     out.broken_invariant = _invariants(items, seed.segment_base)
-    if mut.must_report and all(_leaves_something(t, batches) for t in tellings):
+    if (mut.must_report and all(_leaves_something(t, batches) for t in tellings)
+            and not _whole_batches_deleted(tellings[2], tellings[1], batches)):
         out.unreported = not any(
             _damage_start(t, batches) <= e.batch_position <= t.d0 + t.ins for t in tellings for e in errors
         )
@@ -476,15 +478,31 @@ def _intact(mut: Mutation, batches) -> dict[int, int]:
     return out
 
 
-def _minimal(original: bytes, mut: Mutation) -> Mutation:
+def _minimal(original: bytes, mut: Mutation, leftmost: bool = False) -> Mutation:
     """The mutation as the smallest changed stretch: a deleted byte equal to the one after
     it is the same as deleting that one, and bytes inserted at the end of a batch may start
-    like the next batch. What stays equal at either end is not damage."""
+    like the next batch. What stays equal at either end is not damage. The common prefix
+    is taken first (the stretch as far right as it goes), or the suffix (`leftmost`)."""
     a, b = original, mut.data
     n = min(len(a), len(b))
-    prefix = _bisect_equal(lambda k: a[:k] == b[:k], n)
-    suffix = _bisect_equal(lambda k: a[len(a) - k :] == b[len(b) - k :], n - prefix)
+    prefix_of = lambda limit: _bisect_equal(lambda k: a[:k] == b[:k], limit)  # noqa: E731
+    suffix_of = lambda limit: _bisect_equal(lambda k: a[len(a) - k :] == b[len(b) - k :], limit)  # noqa: E731
+    if leftmost:
+        suffix = suffix_of(n)
+        prefix = prefix_of(n - suffix)
+    else:
+        prefix = prefix_of(n)
+        suffix = suffix_of(n - prefix)
     return Mutation(mut.kind, b, prefix, len(a) - suffix, len(b) - prefix - suffix, mut.must_report, mut.claims)
+
+
+def _whole_batches_deleted(left: Mutation, right: Mutation, batches) -> bool:
+    """Whether a pure deletion, placed anywhere the bytes allow, can cover whole batches."""
+    if left.ins or right.ins:
+        return False
+    bounds = {b[0] for b in batches} | {batches[-1][1]}
+    size = left.d1 - left.d0
+    return any(left.d0 <= b <= right.d0 and b + size in bounds for b in bounds)
 
 
 def _bisect_equal(equal, n: int) -> int:
