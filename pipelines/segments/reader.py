@@ -54,8 +54,9 @@ _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 # only (max.message.bytes), so a small payload can claim gigabytes (a 1 MB segment once
 # took 2.1 GB). The cap follows the batch's own header: RecordsCount records of at most
 # 1 MiB each -- Kafka's default message.max.bytes, which with the default
-# offsets.topic.compression.codec (none) no coordinator record can exceed -- and never
-# more than 64 MiB, so that a forged RecordsCount cannot lift it. 64 MiB is far above any
+# offsets.topic.compression.codec (none) no coordinator record can exceed; a bigger one
+# needs compression configured, and is reported, not dropped -- and never more than
+# 64 MiB, so that a forged RecordsCount cannot lift it. 64 MiB is far above any
 # coordinator batch (an OffsetCommit of 100,000 partitions is about 10 MB) and small next
 # to the segment already in memory. Legacy wrappers have no record count: they get 64 MiB.
 MAX_RECORD_BYTES = 1024 * 1024
