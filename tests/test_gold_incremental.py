@@ -1,10 +1,17 @@
-"""Incremental gold equals a rebuild from scratch.
+"""Incremental gold equals a rebuild from scratch, and the lake does not depend on the order
+its records arrive in.
 
 A lake gets real recordings in two increments: first the earlier half of each recording's
 `__consumer_offsets` records (per partition, as librdkafka read them), then the rest plus
 a coordinator log. Gold runs after each; the second run recomputes only the touched
 groups. Every gold table is then compared, as a sorted row set, with a forced full rebuild
 of the same silver. A third run with nothing new commits nothing.
+
+A second lake gets the same records the other way round: the later halves first, then the
+earlier ones, as a backfill of old segments after live ingestion (or another broker's older
+segments) brings them. The compacted recording deletes a group (a tombstone in the later
+half) that has a generation in the earlier half: numbered in arrival order, that generation
+would belong to the incarnation after the deletion. Every table of both lakes is compared.
 """
 from __future__ import annotations
 
@@ -25,8 +32,9 @@ from tests.conftest import RECORDINGS
 pytestmark = pytest.mark.spark
 
 # Classic eager + crash (with its server.log in the second part), cooperative, KIP-848,
-# a storm; idle_overprovisioned is complete in the first part (must stay untouched).
-SPLIT = ("crash_autocommit", "cooperative_rolling", "kip848_consumer_protocol", "storm_flapping")
+# a storm, a group deleted and recreated; idle_overprovisioned is complete in the first part (must stay untouched).
+SPLIT = ("crash_autocommit", "cooperative_rolling", "kip848_consumer_protocol", "storm_flapping",
+         "compressed_compacted")
 WHOLE_FIRST = ("idle_overprovisioned",)
 # A cluster the lake first sees in the second increment (gold takes a shortcut for it).
 WHOLE_SECOND = ("poll_timeout",)
@@ -75,9 +83,7 @@ def snapshot(lake: Lake) -> dict[str, list[str]]:
     return {t: sorted(map(repr, (sorted(r.items()) for r in lake.read_arrow(t).to_pylist()))) for t in runner.GOLD_TABLES}
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory, spark):  # noqa: F811
-    lake = Lake(tmp_path_factory.mktemp("gold-incremental"), spark=spark)
+def increments() -> tuple[list[dict], list[dict]]:
     first, second = [], []
     for s in SPLIT:
         a, b = halves(wire_rows(s))
@@ -85,6 +91,20 @@ def runs(tmp_path_factory, spark):  # noqa: F811
         second += b
     for s in WHOLE_FIRST:
         first += wire_rows(s)
+    for s in WHOLE_SECOND:
+        second += wire_rows(s)
+    return first, second
+
+
+def ingest_all_logs(lake: Lake) -> None:
+    for s in (*WHOLE_FIRST, "crash_autocommit", *WHOLE_SECOND):
+        ingest_logs(lake, [str(RECORDINGS / s / "server.log")], cluster=s)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, spark):  # noqa: F811
+    lake = Lake(tmp_path_factory.mktemp("gold-incremental"), spark=spark)
+    first, second = increments()
     ingest(lake, first)
     # Coordinator events exist from the start (a new input table forces a full rebuild).
     ingest_logs(lake, [str(RECORDINGS / s / "server.log") for s in WHOLE_FIRST], cluster=WHOLE_FIRST[0])
@@ -93,8 +113,6 @@ def runs(tmp_path_factory, spark):  # noqa: F811
     versions1 = {t: lake.version(t) for t in runner.GOLD_TABLES}
     untouched = {t: [r for r in lake.read_arrow(t).to_pylist() if r["cluster"] in WHOLE_FIRST] for t in runner.GOLD_TABLES}
 
-    for s in WHOLE_SECOND:
-        second += wire_rows(s)
     ingest(lake, second)
     ingest_logs(lake, [str(RECORDINGS / "crash_autocommit" / "server.log")], cluster="crash_autocommit")
     for s in WHOLE_SECOND:
@@ -180,3 +198,43 @@ def test_changed_params_rebuild_everything(runs):
     assert len(after["rebalance_storms"]) > len(runs["rebuilt"]["rebalance_storms"])
     assert {t: v for t, v in after.items() if t != "rebalance_storms"} == \
         {t: v for t, v in runs["rebuilt"].items() if t != "rebalance_storms"}
+
+
+# When a row arrived, by nature different between two lakes fed in different orders.
+ARRIVAL = {"ingested_at", "ingest_version", "source_file"}
+
+
+def _contents(lake: Lake, name: str) -> list[str]:
+    table = lake.read_arrow(name)
+    keep = [c for c in table.column_names if c not in ARRIVAL]
+    return sorted(repr(sorted(r.items())) for r in table.select(keep).to_pylist())
+
+
+@pytest.fixture(scope="module")
+def backfilled(runs, tmp_path_factory, spark):  # noqa: F811
+    lake = Lake(tmp_path_factory.mktemp("backfilled"), spark=spark)
+    first, second = increments()
+    ingest(lake, second)
+    ingest_all_logs(lake)
+    build_silver(lake)
+    runner.update_gold(lake, PARAMS)
+    ingest(lake, first)
+    build_silver(lake)
+    runner.update_gold(lake, PARAMS)
+    return lake
+
+
+def test_a_backfill_renumbers_the_incarnations_it_comes_before(backfilled):
+    gens = [r for r in backfilled.read_arrow("group_generations").to_pylist()
+            if (r["cluster"], r["group_id"]) == ("compressed_compacted", "g-cmp-b")]
+    deleted_at = min(r["log_offset"] for r in gens if r["is_deletion"])
+    early = {r["incarnation"] for r in gens if r["log_offset"] < deleted_at}
+    assert early == {0}, sorted((r["log_offset"], r["incarnation"]) for r in gens)
+
+
+def test_every_table_is_the_same_whatever_order_the_records_arrive_in(runs, backfilled):
+    lake = runs["lake"]
+    assert sorted(lake.tables()) == sorted(backfilled.tables())
+    assert {t: v for t, v in snapshot(backfilled).items()} == runs["rebuilt"]
+    for name in set(lake.tables()) - set(runner.GOLD_TABLES):
+        assert _contents(lake, name) == _contents(backfilled, name), name

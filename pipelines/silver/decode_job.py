@@ -221,6 +221,15 @@ def add_incarnations(generations: DataFrame, prior_deletions: DataFrame | None) 
     return out.drop("_local")
 
 
+def late_groups(old: DataFrame, new: DataFrame) -> DataFrame:
+    """(cluster, group_id) of the groups with a new generation record before one already in silver."""
+    pos = F.struct("coordinator_partition", "log_offset")
+    first_new = new.groupBy("cluster", "group_id").agg(F.min(pos).alias("_first"))
+    last_old = old.groupBy("cluster", "group_id").agg(F.max(pos).alias("_last"))
+    return first_new.join(last_old, ["cluster", "group_id"]).where(F.col("_first") < F.col("_last")) \
+        .select("cluster", "group_id")
+
+
 def attach_incarnation(members: DataFrame, generations: DataFrame) -> DataFrame:
     keys = ["cluster", "coordinator_partition", "log_offset"]
     return members.join(generations.select(*keys, "incarnation"), keys, "left")

@@ -157,6 +157,7 @@ def _update_commits(lake, run: SilverRun, bronze: DataFrame, decoded: DataFrame,
 
 def _update_classic(lake, run: SilverRun, decoded: DataFrame, pending: dict, present: dict) -> None:
     gen_since = pending.get("group_generations")
+    late = late_generations = None
     if gen_since is not None:
         if not _has_new("group_generations", gen_since, present):
             # No GroupMetadata record in the increment: no members either.
@@ -164,32 +165,67 @@ def _update_classic(lake, run: SilverRun, decoded: DataFrame, pending: dict, pre
                 if table in pending:
                     _advance(lake, table, decode_job.DECODED_TABLES[table], BRONZE_OFFSETS, run.bronze_version)
             return
-        prior = None
-        if lake.exists("group_generations"):
-            # Only the clusters the increment touches: the other clusters' history is not
-            # read (None: bronze not partitioned by cluster, read it all).
-            clusters = lake.added_partition_values(BRONZE_OFFSETS, gen_since, "cluster")
-            prior = (
-                lake.read("group_generations", clusters=clusters)
-                .where(F.col("is_deletion"))
-                .groupBy("cluster", "group_id")
-                .agg(F.count("*").alias("deletions"))
-            )
-        generations = decode_job.add_incarnations(decode_job.table_rows(decoded, "group_generations", gen_since), prior)
+        new = decode_job.table_rows(decoded, "group_generations", gen_since)
+        generations, late, late_generations = _number_incarnations(lake, new, gen_since)
     else:
         # Only the members are behind (a crash between the two writes below): the
         # generations they take their incarnation from are in silver already.
         generations = lake.read("group_generations")
+    # Members first: their incarnation comes from the generations computed here. A group
+    # whose history grew at its start is rewritten whole, before the appends that carry
+    # the position (a crash in between redoes the same replacement: rows are deduplicated
+    # by the record they came from).
     mem_since = pending.get("member_assignments")
+    new_members = decode_job.table_rows(decoded, "member_assignments", mem_since) \
+        if mem_since is not None and _has_new("member_assignments", mem_since, present) else None
+    if late is not None:
+        old = lake.read("member_assignments").join(late, GROUP, "left_semi").drop("incarnation")
+        mine = old if new_members is None else old.unionByName(new_members.join(late, GROUP, "left_semi"))
+        lake.replace_rows("member_assignments", decode_job.attach_incarnation(mine.dropDuplicates(MEMBER_ROW), late_generations),
+                          keys=late, key_columns=GROUP, partition_by=["cluster"])
+        new_members = None if new_members is None else new_members.join(late, GROUP, "left_anti")
     if mem_since is not None:
-        # Members first: their incarnation comes from the generations computed here.
-        if _has_new("member_assignments", mem_since, present):
-            members = decode_job.table_rows(decoded, "member_assignments", mem_since)
-            _write(lake, run, "member_assignments", decode_job.attach_incarnation(members, generations), BRONZE_OFFSETS)
+        if new_members is not None:
+            _write(lake, run, "member_assignments", decode_job.attach_incarnation(new_members, generations), BRONZE_OFFSETS)
         else:
             _advance(lake, "member_assignments", schemas.MEMBER_ASSIGNMENTS, BRONZE_OFFSETS, run.bronze_version)
     if gen_since is not None:
+        if late is not None:
+            lake.replace_rows("group_generations", late_generations, keys=late, key_columns=GROUP, partition_by=["cluster"])
         _write(lake, run, "group_generations", generations, BRONZE_OFFSETS)
+
+
+# A group's rows; the record a silver row came from (a member row: one per partition given).
+GROUP = ["cluster", "group_id"]
+GENERATION_ROW = ["cluster", "coordinator_partition", "log_offset"]
+MEMBER_ROW = GENERATION_ROW + ["member_id", "topic", "partition"]
+
+
+def _number_incarnations(lake, new: DataFrame, since: int):
+    """Incarnations of the new generation rows, as if every record had arrived in log order.
+
+    A group's deletions before a record number its incarnation, so records that arrive
+    after later ones of their group (another broker's older segments, a backfill after live
+    ingestion) renumber what follows them: such a group is renumbered whole. Returns the
+    in-order groups' new rows, and the late groups' keys and whole history (None, None
+    when every group's new records come after its old ones)."""
+    if not lake.exists("group_generations"):
+        return decode_job.add_incarnations(new, None), None, None
+    # Only the clusters the increment touches: the other clusters' history is not read
+    # (None: bronze not partitioned by cluster, read it all).
+    clusters = lake.added_partition_values(BRONZE_OFFSETS, since, "cluster")
+    old = lake.read("group_generations", clusters=clusters)
+    late = decode_job.late_groups(old, new)
+    if late.isEmpty():
+        late = None
+    in_order = new if late is None else new.join(late, GROUP, "left_anti")
+    prior = old.where(F.col("is_deletion")).groupBy(*GROUP).agg(F.count("*").alias("deletions"))
+    generations = decode_job.add_incarnations(in_order, prior)
+    if late is None:
+        return generations, None, None
+    history = old.join(late, GROUP, "left_semi").drop("incarnation") \
+        .unionByName(new.join(late, GROUP, "left_semi")).dropDuplicates(GENERATION_ROW)
+    return generations, late, decode_job.add_incarnations(history, None)
 
 
 BRONZE_TOPICS = "topic_metadata"
