@@ -22,8 +22,10 @@ not in the records; it is bounded from its own commits:
 * log-end offsets sampled in live mode cap both.
 
 A handover whose old owner's last commit is a final one (written during the rebalance,
-i.e. less than a heartbeat-and-a-bit before the join completed, or off its regular
-cadence, as a commit on close or revoke is) has no window. In a transactional group the
+i.e. less than a heartbeat-and-a-bit before the join completed, as long before the owner's
+own LeaveGroup, or off its regular cadence, as a commit on close or revoke is) has no
+window. (A member that leaves without a commit of its own, right after a regular one, is
+taken as clean: it can only have processed what came in that moment.) In a transactional group the
 committed offset is exactly what the committed output covers: anything re-processed was
 inside an aborted or fenced transaction, so there is no window either.
 
@@ -78,6 +80,21 @@ def owner_commit_stats(attributed: DataFrame) -> DataFrame:
     ).withColumnRenamed("member_id", "from_member").withColumnRenamed("interval_start_pos", "from_start_pos")
 
 
+def member_cadences(attributed: DataFrame) -> DataFrame:
+    """Per member: its commit cadence over all its partitions. A consumer commits on one
+    timer for everything it owns, so a partition it got lately (too few commits of its own
+    there) keeps the member's cadence, not the other owners' of that partition."""
+    c = attributed.where(F.col("member_id").isNotNull())
+    w = Window.partitionBy(*TP, "member_id", "interval_start_pos").orderBy("effective_log_offset")
+    c = c.withColumn("gap_ms", F.col("commit_ms") - F.lag("commit_ms").over(w)) \
+        .withColumn("_from_end", F.row_number().over(w.orderBy(F.desc("effective_log_offset"))))
+    usual = F.when(F.col("_from_end") > 1, F.col("gap_ms"))
+    return c.groupBy("cluster", "group_id", F.col("member_id").alias("from_member")).agg(
+        F.percentile_approx(usual, 0.5).alias("member_cadence_ms"),
+        F.percentile_approx(usual, 0.9).alias("member_cadence_high_ms"),
+    )
+
+
 def partition_rates(attributed: DataFrame) -> DataFrame:
     """The group's commit rate and cadence on each partition, for owners with too few commits of their own."""
     w = Window.partitionBy(*TP).orderBy("effective_log_offset")
@@ -111,6 +128,7 @@ def build_duplicate_windows(inputs: GoldInputs, intervals: DataFrame, attributed
     h = h.withColumn("from_member", F.col("prev_member_id")).withColumn("from_start_pos", F.col("prev_start_pos")) \
         .join(stats, TP + ["from_member", "from_start_pos"], "left")
     h = h.join(partition_rates(attributed), TP, "left")
+    h = h.join(member_cadences(attributed), ["cluster", "group_id", "from_member"], "left")
     # The committed offset the new owner resumed from: the last commit before its assignment.
     c = attributed.select(*TP, F.col("effective_log_offset").alias("_cpos"), F.col("offset").alias("_coff"),
                           F.col("commit_ms").alias("_cms"))
@@ -144,18 +162,21 @@ def build_duplicate_windows(inputs: GoldInputs, intervals: DataFrame, attributed
     static_replaced = F.coalesce(static_replaced, F.lit(False))
     end_join = F.when(static_replaced, F.col("from_ms")).otherwise(F.coalesce("prev_end_join_ts", "prev_to_ms"))
     gap_to_join = end_join - F.col("last_ms")
-    cadence = F.coalesce("cadence_ms", "tp_cadence_ms")
-    cadence_high = F.coalesce("cadence_high_ms", "tp_cadence_ms")
-    # A final commit: written while the rebalance was under way, or off the owner's cadence:
+    cadence = F.coalesce("cadence_ms", "member_cadence_ms", "tp_cadence_ms")
+    cadence_high = F.coalesce("cadence_high_ms", "member_cadence_high_ms", "tp_cadence_ms")
+    # A final commit: written while the rebalance was under way, just before the owner's
+    # own LeaveGroup (a consumer closing commits, then leaves), or off the owner's cadence:
     # a fifth early, or, for an owner whose commits keep time (auto-commit's timer), clearly
     # earlier than its usual gap less three times its jitter (a close or a revocation
-    # commits at once; a crash leaves the last regular commit).
+    # commits at once; a crash leaves the last regular commit). Jitter needs two usual gaps
+    # to be measured (the last gap, under judgement, is not one): with one, only a fifth counts.
     grace = F.least(hb + 1000, session / 2)
     jitter = F.col("cadence_high_ms") - F.col("cadence_ms")
     early = F.col("cadence_ms") - F.greatest(3 * jitter, F.lit(0.05) * F.col("cadence_ms"))
-    final_commit = (gap_to_join <= grace) | ((F.col("n_commits") >= 3) & (
+    before_own_leave = (F.col("exit_kind") == "leave") & (F.col("exit_ts") - F.col("last_ms")).between(0, grace)
+    final_commit = (gap_to_join <= grace) | before_own_leave | ((F.col("n_commits") >= 3) & (
         (F.col("last_gap_ms") < F.lit(params.off_cadence_ratio) * F.col("cadence_ms"))
-        | (F.col("last_gap_ms") < early)))
+        | ((F.col("n_commits") >= 4) & (F.col("last_gap_ms") < early))))
     h = h.withColumn("_final", F.coalesce(final_commit, F.lit(False)))
     # Commits stop when there is nothing new to commit (auto-commit and most manual loops
     # skip unchanged offsets). A silence before the handover longer than the owner's cadence
@@ -172,7 +193,7 @@ def build_duplicate_windows(inputs: GoldInputs, intervals: DataFrame, attributed
     # librdkafka leaves on a poll timeout with a plain LeaveGroup (no reason): a leave whose
     # owner had been silent for about max.poll.interval.ms (the rebalance timeout) is one.
     silent_before_exit = F.col("exit_ts") - F.col("last_ms")
-    poll_like = silent_before_exit >= F.col("prev_rebalance_timeout_ms") - F.coalesce("cadence_high_ms", "tp_cadence_ms")
+    poll_like = silent_before_exit >= F.col("prev_rebalance_timeout_ms") - cadence_high
     librdkafka_poll = (F.col("exit_kind") == "leave") & F.coalesce(poll_like, F.lit(False))
     kind = F.when(librdkafka_poll, "poll_timeout").otherwise(F.col("exit_kind"))
     # When did the old owner stop processing?
