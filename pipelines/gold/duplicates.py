@@ -53,8 +53,10 @@ WINDOW_COLUMNS = [
 ]
 
 
-def owner_commit_stats(attributed: DataFrame) -> DataFrame:
-    """Per ownership interval: the owner's last commit, its cadence and rate on the partition."""
+def owner_commit_gaps(attributed: DataFrame) -> DataFrame:
+    """Each owner's commits per ownership interval, with the gap since its previous one
+    (`gap_ms`, `d_off`, `gap_rate`), its rank from the start (`_n`) and whether the gap is a
+    usual one (`usual_gap_ms`: every gap but the last)."""
     c = attributed.where(F.col("member_id").isNotNull())
     k = TP + ["member_id", "interval_start_pos"]
     w = Window.partitionBy(*k).orderBy("effective_log_offset")
@@ -65,33 +67,32 @@ def owner_commit_stats(attributed: DataFrame) -> DataFrame:
         .withColumn("_from_end", F.row_number().over(Window.partitionBy(*k).orderBy(F.desc("effective_log_offset"))))
     # The owner's usual gap leaves its last one out: that is the gap under judgement (a
     # final commit on close comes early), and it must not set the measure it is held to.
-    usual = F.when(F.col("_from_end") > 1, F.col("gap_ms"))
-    return c.groupBy(*k).agg(
+    return c.withColumn("usual_gap_ms", F.when(F.col("_from_end") > 1, F.col("gap_ms")))
+
+
+def owner_commit_stats(gaps: DataFrame) -> DataFrame:
+    """Per ownership interval: the owner's last commit, its cadence and rate on the partition."""
+    return gaps.groupBy(*TP, "member_id", "interval_start_pos").agg(
         F.count("*").alias("n_commits"),
         F.max_by("offset", "effective_log_offset").alias("last_offset"),
         F.max_by("commit_ms", "effective_log_offset").alias("last_ms"),
         F.max_by("gap_ms", "effective_log_offset").alias("last_gap_ms"),
         F.max(F.when(F.col("_n") == 2, F.col("offset"))).alias("second_offset"),
         F.max(F.when(F.col("_n") == 2, F.col("commit_ms"))).alias("second_ms"),
-        F.percentile_approx(usual, 0.5).alias("cadence_ms"),
-        F.percentile_approx(usual, 0.9).alias("cadence_high_ms"),
+        F.percentile_approx("usual_gap_ms", 0.5).alias("cadence_ms"),
+        F.percentile_approx("usual_gap_ms", 0.9).alias("cadence_high_ms"),
         F.max("gap_rate").alias("peak_rate"),
         F.max(F.coalesce("transactional", F.lit(False)).cast("int")).alias("txn"),
     ).withColumnRenamed("member_id", "from_member").withColumnRenamed("interval_start_pos", "from_start_pos")
 
 
-def member_cadences(attributed: DataFrame) -> DataFrame:
+def member_cadences(gaps: DataFrame) -> DataFrame:
     """Per member: its commit cadence over all its partitions. A consumer commits on one
     timer for everything it owns, so a partition it got lately (too few commits of its own
     there) keeps the member's cadence, not the other owners' of that partition."""
-    c = attributed.where(F.col("member_id").isNotNull())
-    w = Window.partitionBy(*TP, "member_id", "interval_start_pos").orderBy("effective_log_offset")
-    c = c.withColumn("gap_ms", F.col("commit_ms") - F.lag("commit_ms").over(w)) \
-        .withColumn("_from_end", F.row_number().over(w.orderBy(F.desc("effective_log_offset"))))
-    usual = F.when(F.col("_from_end") > 1, F.col("gap_ms"))
-    return c.groupBy("cluster", "group_id", F.col("member_id").alias("from_member")).agg(
-        F.percentile_approx(usual, 0.5).alias("member_cadence_ms"),
-        F.percentile_approx(usual, 0.9).alias("member_cadence_high_ms"),
+    return gaps.groupBy("cluster", "group_id", F.col("member_id").alias("from_member")).agg(
+        F.percentile_approx("usual_gap_ms", 0.5).alias("member_cadence_ms"),
+        F.percentile_approx("usual_gap_ms", 0.9).alias("member_cadence_high_ms"),
     )
 
 
@@ -124,11 +125,12 @@ def handovers(intervals: DataFrame) -> DataFrame:
 
 def build_duplicate_windows(inputs: GoldInputs, intervals: DataFrame, attributed: DataFrame, params: GoldParams) -> DataFrame:
     h = handovers(intervals)
-    stats = owner_commit_stats(attributed)
+    gaps = owner_commit_gaps(attributed)
+    stats = owner_commit_stats(gaps)
     h = h.withColumn("from_member", F.col("prev_member_id")).withColumn("from_start_pos", F.col("prev_start_pos")) \
         .join(stats, TP + ["from_member", "from_start_pos"], "left")
     h = h.join(partition_rates(attributed), TP, "left")
-    h = h.join(member_cadences(attributed), ["cluster", "group_id", "from_member"], "left")
+    h = h.join(member_cadences(gaps), ["cluster", "group_id", "from_member"], "left")
     # The committed offset the new owner resumed from: the last commit before its assignment.
     c = attributed.select(*TP, F.col("effective_log_offset").alias("_cpos"), F.col("offset").alias("_coff"),
                           F.col("commit_ms").alias("_cms"))
