@@ -7,14 +7,13 @@ setup:
 demo: setup
 	.venv/bin/rebalance-audit demo
 
-# Two pytest-xdist workers (TEST_WORKERS): many tests wait on JVMs, brokers and subprocesses,
-# so two processes keep two cores busy. --dist loadscope keeps each module on one worker, so
-# a module-scoped fixture (a materialized lake, a broker) is built once.
-# PYTEST_ARGS passes more, e.g. PYTEST_ARGS=--durations=30 or PYTEST_ARGS='-k gold'.
+# Tests whose ground truth is timed run first, alone; then the rest on TEST_WORKERS
+# pytest-xdist workers (see scripts/test.sh). PYTEST_ARGS passes more to both, e.g.
+# PYTEST_ARGS=--durations=30 or PYTEST_ARGS='-k gold'.
 TEST_WORKERS ?= 2
 PYTEST_ARGS ?=
 test: setup
-	.venv/bin/python -m pytest -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
+	TEST_WORKERS=$(TEST_WORKERS) ./scripts/test.sh $(PYTEST_ARGS)
 
 bench: setup
 	.venv/bin/python bench/run_all.py

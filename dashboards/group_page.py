@@ -157,7 +157,7 @@ def _simple(g, missing, kind, table_name, title, table_id, total, noun, pick, ex
     else:
         rows = g.rows(kind)
         if not rows:
-            out.append(f'<p class="note">None.</p>')
+            out.append('<p class="note">None.</p>')
         else:
             out.append(_shown(rows, total, noun, pick, extra))
             out.append(table(table_id, headers, [row_fn(r) for r in rows]))

@@ -8,7 +8,8 @@ on are set in one place:
 * `PYSPARK_PYTHON` = this interpreter, so Python workers (mapInArrow, UDFs) run in the same
   virtualenv as the driver, not whatever `python3` is first on PATH.
 * Few shuffle partitions in local mode: the default 200 turns every small aggregation into
-  200 tiny tasks.
+  200 tiny tasks. On a cluster nothing is forced: Spark's own settings stand (its
+  spark-defaults.conf in $SPARK_CONF_DIR, else Spark's defaults).
 * Log level WARN: Spark's INFO chatter would bury the command's own output.
 * In local mode, a driver heap sized to the machine (see `_driver_memory`).
 * $REBALANCE_AUDIT_SPARK_PROFILE=small-lake: settings for small lakes in local mode (see
@@ -101,7 +102,7 @@ def get_spark(master: str | None = None, app_name: str = "rebalance-audit", conf
         # Read when the JVM starts, so only the process's first session applies it.
         "spark.driver.memory": _driver_memory(master),
         "spark.sql.session.timeZone": "UTC",
-        "spark.sql.shuffle.partitions": str(2 * _local_cores(master)) if master.startswith("local") else "200",
+        "spark.sql.shuffle.partitions": str(2 * _local_cores(master)) if master.startswith("local") else None,
         "spark.default.parallelism": str(2 * _local_cores(master)) if master.startswith("local") else None,
         # The lake commits Spark's files itself; the _SUCCESS marker would only be litter.
         "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from .model import ERROR, WARN, Context, Invariant, Suite, fmt, null_check, row_check, unique_check, violation
+from .model import WARN, Context, Invariant, Suite, fmt, null_check, row_check, unique_check, violation
 
 # Share of a cluster's inputs (records + coordinator lines) that may end in quarantine
 # before the check warns. Real brokers produce almost none: a corrupt batch, a truncated

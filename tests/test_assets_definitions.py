@@ -8,7 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from dagster import AssetKey, DagsterInstance, EnvVar, RunRequest, SkipReason, build_sensor_context
 
 from assets.automation import changed_files, new_source_files, source_listing

@@ -38,6 +38,7 @@ def _member_events(folder: Path) -> dict[str, list[dict]]:
 
 @pytest.mark.broker
 @pytest.mark.spark
+@pytest.mark.alone
 def test_demo_end_to_end(tmp_path):
     if shutil.which("java") is None:
         pytest.skip("java is not installed (the demo's Kafka broker needs it)")

@@ -5,7 +5,6 @@ import gzip
 import json
 from pathlib import Path
 
-import pytest
 
 from pipelines.logs import ReadStats, iter_log_entries, parse_events
 from rebalance_audit.cli import main

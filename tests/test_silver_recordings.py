@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from pathlib import Path
 
 import pytest
 from pyspark.sql import functions as F

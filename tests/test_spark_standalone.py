@@ -30,12 +30,13 @@ VOLATILE = {"ingested_at", "source_file"}
 CLI = [sys.executable, "-c", "import sys; from rebalance_audit.cli import main; sys.exit(main())"]
 
 
-def _run_pipeline(lake_dir: Path, master: str, *extra: str) -> None:
+def _run_pipeline(lake_dir: Path, master: str, *extra: str, env: dict[str, str] | None = None) -> None:
     cmd = CLI + [
         "run", "--lake", str(lake_dir), "--spark-master", master,
         "--segments", str(SCENARIO / "offsets_segments"), "--logs", str(SCENARIO / "server.log"), *extra,
     ]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=1500, env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=1500,
+                          env={**os.environ, "PYSPARK_PYTHON": sys.executable, **(env or {})})
     assert done.returncode == 0, done.stderr[-3000:]
 
 
@@ -49,8 +50,13 @@ def _contents(lake: Lake, name: str) -> list:
 @pytest.mark.skipif(not SCENARIO.is_dir(), reason="recordings not available")
 def test_standalone_cluster_gives_the_same_tables_as_local_mode(tmp_path):
     local_lake, cluster_lake = tmp_path / "local", tmp_path / "cluster"
+    # On a cluster the pipeline forces no Spark setting: the operator's spark-defaults.conf
+    # stands. Sized, as an operator would, for a lake of a few thousand rows.
+    conf_dir = tmp_path / "spark-conf"
+    conf_dir.mkdir()
+    (conf_dir / "spark-defaults.conf").write_text("spark.sql.shuffle.partitions  4\n")
     with StandaloneCluster(cores=2, memory="1g", workdir=tmp_path / "spark") as cluster:
-        _run_pipeline(cluster_lake, cluster.master_url)
+        _run_pipeline(cluster_lake, cluster.master_url, env={"SPARK_CONF_DIR": str(conf_dir)})
         # The executors really ran on the worker: its work folder holds this application.
         assert any((tmp_path / "spark" / "work").iterdir())
     _run_pipeline(local_lake, "local[2]", "--skip-checks")

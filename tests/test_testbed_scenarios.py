@@ -52,7 +52,7 @@ from pipelines.testbed.scenario import (
 from tests.scenario_truth import Truth, crashed_progress, read_truth
 from tests.test_codec_dumplogsegments import mismatch, run_decode, run_dump_log_segments
 
-pytestmark = [pytest.mark.broker, pytest.mark.spark]
+pytestmark = [pytest.mark.broker, pytest.mark.spark, pytest.mark.alone]
 
 REPO = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "rebalance_audit.cli"]

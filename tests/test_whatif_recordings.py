@@ -13,7 +13,6 @@ from collections import defaultdict
 import pytest
 
 from pipelines.codec.dumpfmt import parse_dump_offsets_decoder
-from pipelines.lake import Lake
 from pipelines.whatif.history import build_history
 from pipelines.whatif.replay import actual, replay
 from pipelines.whatif.spark_job import WhatifInputs, history_rows, update_whatif

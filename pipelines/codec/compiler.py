@@ -24,7 +24,6 @@ import base64
 import binascii
 import struct
 
-from .errors import CodecError
 
 # Kafka's limit for every string, compact or not: the generated writers throw "'x' field is
 # too long to be serialized" above 0x7fff bytes and the readers reject longer lengths.

@@ -24,7 +24,6 @@ KIP-848 groups are in `kip848.py`.
 from __future__ import annotations
 
 import heapq
-import math
 import random
 
 from pipelines.assignors import MemberSpec, Problem, assign_problem

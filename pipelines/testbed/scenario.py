@@ -667,7 +667,7 @@ class ScenarioRunner:
                 return
             if time.monotonic() > deadline:
                 raise BrokerError(f"group {self.group_id} did not settle within {step.timeout:.0f} s "
-                                  f"(current: {owners})")
+                                  f"(current: {owners}){self._membership_trail(events)}")
             time.sleep(0.2)
 
     def _Drain(self, step: Drain) -> None:
@@ -736,6 +736,20 @@ class ScenarioRunner:
             owners[name] = sorted(owned)
         return owners
 
+
+    def _membership_trail(self, events: dict[str, list[dict[str, Any]]], last: int = 4) -> str:
+        """Why a group did not settle, for the error: each live member's last membership
+        events and the last lines librdkafka logged for it."""
+        lines = []
+        for name, member_events in events.items():
+            trail = [f"{e['ts']} {e['event']} {[p for _, p in e.get('partitions', ())]}"
+                     if "partitions" in e else f"{e['ts']} {e['event']} {e.get('error', '')}".rstrip()
+                     for e in member_events if e["event"] in ("assign", "revoke", "lost", "error")][-last:]
+            stderr = self.workdir / f"{name}.stderr"
+            logged = stderr.read_text(errors="replace").splitlines()[-last:] if stderr.is_file() else []
+            lines.append(f"\n  {name}: {'; '.join(trail) or 'no membership event'}")
+            lines += [f"\n    | {line[:300]}" for line in logged]
+        return "".join(lines)
 
     def _topic_partitions(self, topic: str, timeout: float = 15.0) -> int:
         from confluent_kafka import Producer
