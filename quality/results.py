@@ -1,7 +1,9 @@
 """`quality_results`: the history of every check, one row per (run, table, expectation, cluster).
 
 Appended (never rewritten) so an SRE can see when a table went bad and since when it is
-good again: `rebalance-audit sql "SELECT * FROM quality_results WHERE NOT success"`.
+good again: `rebalance-audit sql "SELECT * FROM quality_results WHERE NOT success"`. A check
+that passes on exactly what its last passing check verified writes no row: the rows of a
+table's check are those of each change of its table, its suite or what it reads.
 A table-level row (cluster null) is written for an expectation that was not evaluated or
 whose table has no cluster partitions; otherwise one row per cluster the table holds.
 """
@@ -12,6 +14,7 @@ import json
 import pyarrow as pa
 
 from .engine import SuiteOutcome
+from .incremental import APP
 
 TABLE = "quality_results"
 TS = pa.timestamp("us", tz="UTC")
@@ -64,11 +67,23 @@ def result_rows(outcomes: list[SuiteOutcome], run_id: str, data_docs: str | None
     return rows
 
 
+def _said_already(outcome: SuiteOutcome, recorded: dict[str, int]) -> bool:
+    """A passing check of a table at the versions its last passing check recorded (table,
+    suite and every table it reads): its rows would only repeat that check's. A schedule
+    on a quiet cluster would otherwise grow the history by a full set of rows each time."""
+    return outcome.success and bool(outcome.positions) and all(
+        recorded.get(k) == v for k, v in outcome.positions.items())
+
+
 def append_results(lake, outcomes: list[SuiteOutcome], run_id: str, data_docs: str | None) -> int:
     """Append the outcomes to the lake's quality_results table, with what each check verified
-    as app transactions in the same commit (quality.incremental); returns the rows written."""
-    rows = result_rows(outcomes, run_id, data_docs)
+    as app transactions in the same commit (quality.incremental); returns the rows written.
+    Checks that say nothing new (`_said_already`) append nothing: a run with nothing new
+    leaves the table at its version."""
     lake.create(TABLE, SCHEMA, ["cluster"], description="one quality expectation's result per run, table and cluster")
+    recorded = lake.app_versions(TABLE, prefix=APP)
+    outcomes = [o for o in outcomes if not _said_already(o, recorded)]
+    rows = result_rows(outcomes, run_id, data_docs)
     positions = {k: v for o in outcomes for k, v in o.positions.items()}
     if rows or positions:
         # evolve: a lake written before the `checked` column gains it (older rows read null).

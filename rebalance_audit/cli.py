@@ -70,7 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="rebalance-audit",
         description="Audit Kafka consumer-group rebalances from __consumer_offsets and broker logs.",
     )
-    parser.add_argument("--debug", action="store_true", help="print tracebacks on failure")
+    parser.add_argument("--debug", action="store_true",
+                        help="print tracebacks on failure, and the libraries' log lines (librdkafka's retries...)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMANDS:
@@ -90,6 +91,10 @@ def main(argv: list[str] | None = None, *, as_process: bool = False) -> int:
     return, see ``_exit_now``."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.debug and args.command != "demo":  # the demo sends its own to its log file
+        import logging
+
+        logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     code = _run(args)
     if as_process and getattr(args, "exit_at_end", False):
         _exit_now(code)

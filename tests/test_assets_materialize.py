@@ -49,9 +49,11 @@ def materialized(tmp_path_factory, recordings_dir):
     resources = _resources(lake_root, recording)
     jobs1, first = _spark_jobs(lambda: materialize_all(resources), "materialize-first")
     snap1 = _snapshot(lake_root, [o.asset for o in first])
+    results1 = DeltaTable(str(lake_root / "quality_results")).version()
     jobs2, second = _spark_jobs(lambda: materialize_all(resources), "materialize-second")
     snap2 = _snapshot(lake_root, [o.asset for o in second])
-    materialized_jobs.update(first=jobs1, second=jobs2)
+    results2 = DeltaTable(str(lake_root / "quality_results")).version()
+    materialized_jobs.update(first=jobs1, second=jobs2, results_versions=(results1, results2))
     return lake_root, recording, first, snap1, second, snap2
 
 
@@ -73,6 +75,9 @@ def test_a_run_with_nothing_new_runs_no_spark_job(materialized):
     assert {c.checked.split(" since")[0] for c in first.checks} <= {"full", "empty", "absent"}
     assert {c.checked.split(" since")[0] for c in second.checks} <= {"unchanged", "empty", "absent"}
     assert any(c.checked.startswith("unchanged since version") for c in second.checks)
+    # Its checks said nothing the history does not hold already: quality_results is as it was.
+    before, after = materialized_jobs["results_versions"]
+    assert after == before
 
 
 def test_every_asset_materializes(materialized):
@@ -163,9 +168,10 @@ def test_quality_checks_run_with_the_assets_and_pass(materialized):
         assert gens.data_docs.startswith("file://") and gens.data_docs.endswith("index.html")
     lake_root = materialized[0]
     assert (lake_root / "_quality" / "data_docs" / "index.html").is_file()
-    # One row per run, table, expectation and cluster in the quality history: both runs are kept.
+    # One row per run, table, expectation and cluster in the quality history: the first run's.
+    # The second checked the same versions and added nothing.
     runs = {r["run_id"] for r in DeltaTable(str(lake_root / "quality_results")).to_pyarrow_table(columns=["run_id"]).to_pylist()}
-    assert len(runs) == 2
+    assert len(runs) == 1
     # Cost: a figure for the docs, not an assertion (the machine's load varies too much).
     print(f"\nquality check cost on {RECORDING}: checks {first.check_seconds:.1f} s, assets {first.asset_seconds:.1f} s, "
           f"ratio {first.check_seconds / first.asset_seconds:.2f}")

@@ -46,7 +46,9 @@ def lake(segments_lake, spark, tmp_path_factory):  # noqa: F811
 def runs(lake, spark, tmp_path_factory):  # noqa: F811
     folder = tmp_path_factory.mktemp("incremental-quality")
     first = check_tables(lake, TABLES, folder=folder)
+    results_versions = [lake.version("quality_results")]
     jobs, second = spark_jobs(spark, "quality-unchanged", lambda: check_tables(lake, TABLES, folder=folder))
+    results_versions.append(lake.version("quality_results"))
 
     # Broken rows, appended as new files (how silver and bronze grow).
     own = lake.read("ownership_intervals")
@@ -88,7 +90,8 @@ def runs(lake, spark, tmp_path_factory):  # noqa: F811
     whole = check_tables(lake, TABLES, folder=folder, incremental=False, record=False)
     fourth = check_tables(lake, TABLES, folder=folder)
     return {"first": first, "second": second, "jobs": jobs, "third": third, "whole": whole, "fourth": fourth,
-            "victim": victim, "generation": (last, top + 1000)}
+            "victim": victim, "generation": (last, top + 1000), "results_versions": results_versions,
+            "results": lake.read_arrow("quality_results").to_pylist()}
 
 
 def test_first_check_is_whole_and_passes(runs):
@@ -102,6 +105,21 @@ def test_unchanged_tables_cost_no_spark_job(runs):
     for o in runs["second"].outcomes:
         assert o.success
         assert o.checked == "empty" if o.table == "quarantine" else o.checked.startswith("unchanged since version")
+
+
+def test_a_check_with_nothing_new_appends_no_result(runs):
+    assert runs["first"].results_rows > 0
+    assert runs["second"].results_rows == 0
+    first_version, second_version = runs["results_versions"]
+    assert second_version == first_version
+    # The history holds each check once per change: the unchanged offsets_records only from
+    # the first run, the failing tables from every run that found them failing.
+    runs_by_table: dict[str, set] = {}
+    for r in runs["results"]:
+        runs_by_table.setdefault(r["table_name"], set()).add(r["run_id"])
+    assert runs_by_table["offsets_records"] == {runs["first"].run_id}
+    for t in ("ownership_intervals", "group_generations", "offset_commits"):
+        assert runs_by_table[t] == {runs[k].run_id for k in ("first", "third", "fourth")}, t
 
 
 def test_appended_violations_are_found_by_an_incremental_check(runs):

@@ -28,9 +28,13 @@
   `__consumer_offsets` maps ids to names).
 * librdkafka properties pass through untouched (SASL, SSL, ...); their values never
   appear in output, errors or tables.
+* librdkafka's own log lines (a refused connection, retried every 50 ms) go to the Python
+  logger `CLIENT_LOG`, quiet unless the application configures logging (the CLI's
+  `--debug`, Dagster's): what went wrong reaches the user as the command's one error line.
 """
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 
@@ -64,6 +68,11 @@ DEFAULTS = {
 }
 
 _TS_TYPES = {0: None, 1: "CreateTime", 2: "LogAppendTime"}
+
+# Every librdkafka client of ingestion (consumer, admin) logs here. The NullHandler keeps
+# Python's last-resort handler from printing its lines to stderr when nothing is configured.
+CLIENT_LOG = logging.getLogger("pipelines.ingest.librdkafka")
+CLIENT_LOG.addHandler(logging.NullHandler())
 
 
 class IngestError(RuntimeError):
@@ -129,6 +138,7 @@ class _Consumer:
         self.all_down = False
         conf = _consumer_config(config)
         conf["error_cb"] = self._on_error
+        conf["logger"] = CLIENT_LOG
         self.timeout = timeout
         try:
             self.c = Consumer(conf)
@@ -341,11 +351,9 @@ def ingest_kafka(
 
 def _admin_config(config: Mapping[str, object]) -> dict:
     """The user's properties (security, ...) without the consumer-only ones ingestion adds;
-    librdkafka's own lines go to Python logging."""
-    import logging
-
+    librdkafka's own lines go to `CLIENT_LOG`."""
     admin_config = {k: v for k, v in config.items() if k not in FORCED and k not in DEFAULTS}
-    admin_config["logger"] = logging.getLogger("pipelines.ingest.librdkafka")
+    admin_config["logger"] = CLIENT_LOG
     return admin_config
 
 
