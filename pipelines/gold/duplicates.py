@@ -97,14 +97,22 @@ def member_cadences(gaps: DataFrame) -> DataFrame:
 
 
 def partition_rates(attributed: DataFrame) -> DataFrame:
-    """The group's commit rate and cadence on each partition, for owners with too few commits of their own."""
+    """The group's commit rate and cadence on each partition, for owners with too few commits of their own.
+
+    The rate is the median of the rates between consecutive commits: each new owner first
+    catches up on the backlog a rebalance left (and the first owner on what was produced
+    before the group started), a burst that an average over all commits would spread into
+    the partition's rate (a third too high on a partition with one handover and a manual
+    committer). The mean over all commits stands in when no gap is long enough to measure."""
     w = Window.partitionBy(*TP).orderBy("effective_log_offset")
     c = attributed.withColumn("gap_ms", F.col("commit_ms") - F.lag("commit_ms").over(w)) \
         .withColumn("d_off", F.col("offset") - F.lag("offset").over(w))
+    gap_rate = F.when((F.col("gap_ms") >= 500) & (F.col("d_off") >= 0), F.col("d_off") / F.col("gap_ms"))
+    mean_rate = (F.sum(F.when((F.col("gap_ms") > 0) & (F.col("d_off") >= 0), F.col("d_off")))
+                 / F.sum(F.when((F.col("gap_ms") > 0) & (F.col("d_off") >= 0), F.col("gap_ms"))))
     return c.groupBy(*TP).agg(
-        (F.sum(F.when((F.col("gap_ms") > 0) & (F.col("d_off") >= 0), F.col("d_off")))
-         / F.sum(F.when((F.col("gap_ms") > 0) & (F.col("d_off") >= 0), F.col("gap_ms")))).alias("tp_rate"),
-        F.max(F.when((F.col("gap_ms") >= 500) & (F.col("d_off") >= 0), F.col("d_off") / F.col("gap_ms"))).alias("tp_peak_rate"),
+        F.coalesce(F.percentile_approx(gap_rate, 0.5), mean_rate).alias("tp_rate"),
+        F.max(gap_rate).alias("tp_peak_rate"),
         F.percentile_approx("gap_ms", 0.5).alias("tp_cadence_ms"),
     )
 
@@ -212,9 +220,22 @@ def build_duplicate_windows(inputs: GoldInputs, intervals: DataFrame, attributed
             .otherwise(stop_revoke))
     h = h.withColumn("stop_estimate_ms", stop.cast("long"))
     dt_known = F.col("stop_estimate_ms") - F.col("last_ms")
-    dt_est = F.when((dt_known > 0) & (dt_known <= cadence_high), dt_known).otherwise(cadence / 2)
+    # How long the owner processed after its last commit: up to its stop when the stop is
+    # known and the owner's own cadence allows it; had it gone on past its cadence it would
+    # have committed again, so half a cadence otherwise. Only the owner's own cadence (on
+    # the partition, or on its other partitions) can overrule a known stop: the partition's
+    # cadence is other owners' timers (a manual committer every 6 s on a partition an
+    # auto-committer took over every second), and it says nothing of this owner.
+    own_cadence_high = F.coalesce("cadence_high_ms", "member_cadence_high_ms")
+    stop_known = dt_known > 0
+    within_own = own_cadence_high.isNull() | (dt_known <= own_cadence_high)
+    dt_est = F.when(stop_known & within_own, dt_known).otherwise(cadence / 2)
     dt_est = F.least(dt_est, F.greatest(gap_to_join, F.lit(0)))
-    dt_high = F.least(cadence_high, F.greatest(gap_to_join, F.lit(0)))
+    # The bound: a known stop without a cadence of the owner's is uncertain by a heartbeat
+    # (the session's or the poll check's timing); else at most one of its commit intervals.
+    dt_high = F.when(stop_known & own_cadence_high.isNull(), F.greatest(dt_known + hb, cadence_high)) \
+        .otherwise(cadence_high)
+    dt_high = F.least(dt_high, F.greatest(gap_to_join, F.lit(0)))
     # The owner's processing rate over its commits. A new owner first catches up on what was
     # produced while the partition sat unowned during the rebalance, so its first commit
     # interval measures a burst, not its rate: from the second commit on when there are
