@@ -26,3 +26,23 @@ def shared_dir() -> Path:
 @pytest.fixture(scope="session")
 def recordings_dir(shared_dir: Path) -> Path:
     return shared_dir / "recordings"
+
+
+# The longest modules, started first. With --dist loadscope a module runs whole on one
+# worker, in collection order: one of several minutes collected late (the Spark standalone
+# run) would run alone at the end while the other worker idles.
+LONGEST_FIRST = (
+    "test_gold_incremental", "test_spark_standalone", "test_dashboards_report", "test_gold_findings",
+    "test_assets_run_cli", "test_assets_materialize", "test_quality_suites", "test_quality_incremental",
+    "test_lake_lock", "test_ingest_live",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+
+    def module_rank(item) -> int:
+        module = getattr(item, "module", None)
+        return rank.get(module.__name__.rsplit(".", 1)[-1] if module else "", len(rank))
+
+    items.sort(key=module_rank)  # stable: each module's own order, and the others', kept

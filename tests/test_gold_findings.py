@@ -396,3 +396,46 @@ def test_a_recreated_topic_flags_each_commit_once_however_often_it_is_sampled(se
     once = flagged(1)
     assert 0 < once <= commits.where(F.col("offset") > 0).count()
     assert flagged(4) == once
+
+
+def test_a_rewind_the_owner_overtakes_at_once_is_no_window(segments_lake, gold, spark):  # noqa: F811
+    """librdkafka sometimes writes a retried older commit after a newer one (seen live on a
+    KIP-848 group: 122, 127, 122, then 138 by the same member). The owner kept its
+    position, so nothing is consumed twice: a rewind in commit_anomalies, no window. The
+    same low commit as the owner's last before a handover is a window: the next owner
+    resumes from it. Both are made from a recording's real commits by lowering one."""
+    from pipelines.gold import GoldInputs, duplicates
+    from pyspark.sql import Window
+
+    scenario = "crash_autocommit"
+    inputs = GoldInputs(**{name: (df.where(F.col("cluster") == scenario) if df is not None and "cluster" in df.columns else df)
+                           for name, df in vars(runner.read_inputs(segments_lake)).items()})
+    inputs = GoldInputs(**{**vars(inputs), "cluster_settings": settings.to_spark(spark, [recording_settings(scenario)])})
+    intervals = segments_lake.read("ownership_intervals").where(F.col("cluster") == scenario)
+    attributed = segments_lake.read("commit_attribution").where(F.col("cluster") == scenario)
+    assert not [w for w in gold.of("duplicate_windows", scenario) if w["cause"] == "offset_rewind"]
+    tp = ["cluster", "group_id", "topic", "partition"]
+    w = Window.partitionBy(*tp).orderBy("effective_log_offset")
+    ordered = attributed.where(F.col("member_id").isNotNull()).select(
+        *tp, "effective_log_offset", "offset", "member_id",
+        F.lag("offset").over(w).alias("prev_off"), F.lag("member_id").over(w).alias("prev_member"),
+        F.lead("offset").over(w).alias("next_off"), F.lead("member_id").over(w).alias("next_member"))
+    # Inside an owner's run of commits that advance (the retry case), and an owner's last
+    # commit before another member's (the handover case).
+    inside = ordered.where((F.col("prev_member") == F.col("member_id")) & (F.col("next_member") == F.col("member_id"))
+                           & (F.col("prev_off") > 0) & (F.col("next_off") > F.col("prev_off"))).orderBy(*tp, "effective_log_offset").first()
+    last = ordered.where((F.col("prev_member") == F.col("member_id")) & (F.col("next_member") != F.col("member_id"))
+                         & (F.col("prev_off") > 0)).orderBy(*tp, "effective_log_offset").first()
+    assert inside is not None and last is not None
+
+    def windows_with_lowered(row) -> list:
+        target = (F.col("group_id") == row.group_id) & (F.col("topic") == row.topic) \
+            & (F.col("partition") == row.partition) & (F.col("effective_log_offset") == row.effective_log_offset)
+        lowered = attributed.withColumn("offset", F.when(target, F.lit(row.prev_off - 1)).otherwise(F.col("offset")))
+        found = duplicates.build_duplicate_windows(inputs, intervals, lowered, PARAMS).where(
+            (F.col("cause") == "offset_rewind") & (F.col("group_id") == row.group_id)
+            & (F.col("partition") == row.partition)).collect()
+        return [(r.start_offset, r.end_offset_estimate) for r in found]
+
+    assert windows_with_lowered(inside) == []
+    assert windows_with_lowered(last) == [(last.prev_off - 1, last.prev_off)]

@@ -292,11 +292,18 @@ def _cap_by_end_offsets(inputs: GoldInputs, h: DataFrame) -> DataFrame:
 
 
 def _rewinds(attributed: DataFrame) -> DataFrame:
-    """A commit lower than the previous one: the offsets in between are consumed again."""
+    """A commit lower than the previous one: the offsets in between are consumed again by
+    whoever resumes from it. Unless nobody does: when the same owner's next commit is back
+    at or past the old offset, the owner kept its position and the low commit was only the
+    latest on record for a moment (librdkafka retrying an older commit after a newer one
+    was written, seen live on KIP-848 groups). That stays a `rewind` in commit_anomalies."""
     w = Window.partitionBy(*TP).orderBy("effective_log_offset")
     c = attributed.withColumn("_prev_off", F.lag("offset").over(w)).withColumn("_prev_member", F.lag("member_id").over(w)) \
-        .withColumn("_prev_inc", F.lag("incarnation").over(w))
-    r = c.where((F.col("offset") < F.col("_prev_off")) & (F.coalesce("incarnation", F.lit(-1)) == F.coalesce("_prev_inc", F.lit(-1))))
+        .withColumn("_prev_inc", F.lag("incarnation").over(w)) \
+        .withColumn("_next_off", F.lead("offset").over(w)).withColumn("_next_member", F.lead("member_id").over(w))
+    superseded = (F.col("_next_member") == F.col("member_id")) & (F.col("_next_off") >= F.col("_prev_off"))
+    r = c.where((F.col("offset") < F.col("_prev_off")) & (F.coalesce("incarnation", F.lit(-1)) == F.coalesce("_prev_inc", F.lit(-1)))
+                & ~F.coalesce(superseded, F.lit(False)))
     return r.select(
         "cluster", "group_id", "incarnation", "topic", "partition",
         F.col("_prev_member").alias("from_member"), F.col("member_id").alias("to_member"),
