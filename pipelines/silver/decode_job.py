@@ -17,7 +17,7 @@ from pipelines.silver import records, schemas
 
 # Columns of a bronze row that the row builders read.
 BRONZE_COLUMNS = ["cluster", "partition", "offset", "timestamp", "key", "value", "source", "transactional",
-                  "producer_id", "ingest_version"]
+                  "producer_id", "leader_epoch", "ingest_version"]
 
 # Silver tables decoded from `offsets_records`, with their schemas (no column name is used
 # with two different types, so one wide schema can carry the rows of every table).

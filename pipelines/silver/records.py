@@ -39,6 +39,7 @@ def source_columns(row: dict) -> dict:
         "log_offset": row["offset"],
         "record_ts": ms_to_ts(row.get("timestamp")),
         "source": row.get("source"),
+        "coordinator_epoch": row.get("leader_epoch"),
     }
 
 

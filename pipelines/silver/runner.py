@@ -144,7 +144,10 @@ def _update_commits(lake, run: SilverRun, bronze: DataFrame, decoded: DataFrame,
         _advance(lake, "offset_commits", schemas.OFFSET_COMMITS, BRONZE_OFFSETS, run.bronze_version)
         return
     new = decode_job.table_rows(decoded, "offset_commits", since)
-    candidates = new if carried is None else new.unionByName(carried.select(*schemas.OFFSET_COMMITS.names))
+    # allowMissingColumns: commits parked by an older version lack the columns added since
+    # (coordinator_epoch); they read as null.
+    candidates = new if carried is None else new.unionByName(
+        carried.select(*[c for c in schemas.OFFSET_COMMITS.names if c in carried.columns]), allowMissingColumns=True)
     # Markers of the versions this table has not consumed: they close new and carried commits.
     markers = bronze.where(F.col("control") & (F.col(VERSION_COLUMN) > since))
     effective, still_open = decode_job.resolve_transactions(candidates, markers)
@@ -250,6 +253,7 @@ def update_topic_names(lake) -> int:
         # Not from a record: no coordinator partition or log offset (-1), the sample time.
         "coordinator_partition": pa.array([-1] * n, pa.int32()), "log_offset": pa.array([-1] * n, pa.int64()),
         "record_ts": sampled["sampled_at"], "source": pa.array(["metadata"] * n, pa.string()),
+        "coordinator_epoch": pa.nulls(n, pa.int32()),
     }).select(schemas.TOPIC_IDS.names).cast(schemas.TOPIC_IDS)
     if not lake.exists("topic_ids"):
         lake.create("topic_ids", schemas.TOPIC_IDS, partition_by=["cluster"])

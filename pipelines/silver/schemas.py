@@ -18,6 +18,11 @@ _SOURCE = [
     pa.field("log_offset", pa.int64(), nullable=False),
     pa.field("record_ts", TS),
     pa.field("source", pa.string()),
+    # The leader epoch of the __consumer_offsets partition when the record was written: the
+    # coordinator's term. It goes up each time the group's coordinator moves to another
+    # broker (a broker stopped, a leader election), so a failover is visible in the history.
+    # Null where the input does not carry it (message format v0/v1 batches).
+    pa.field("coordinator_epoch", pa.int32()),
 ]
 
 GROUP_GENERATIONS = pa.schema(

@@ -131,6 +131,15 @@ class StopBroker:
 
 
 @dataclass(frozen=True)
+class StopCoordinator:
+    """Stop the broker that coordinates the scenario's group (SIGKILL with ``kill``): the
+    leader of its ``__consumer_offsets`` partition, asked of the cluster at that moment.
+    The partition's leadership (and its leader epoch) moves to another replica, which
+    loads the group from the log; members find the new coordinator."""
+    kill: bool = False
+
+
+@dataclass(frozen=True)
 class StartBroker:
     """Start a stopped broker again on its data and ports."""
     node_id: int
@@ -162,7 +171,7 @@ class StopAll:
     timeout: float = 30.0
 
 
-Step = Union[CreateTopic, StartProducer, StopProducer, Join, Leave, Crash, Stall, RestartCluster, StopBroker,
+Step = Union[CreateTopic, StartProducer, StopProducer, Join, Leave, Crash, Stall, RestartCluster, StopBroker, StopCoordinator,
              StartBroker, Sleep, Settle, Drain, StopAll]
 
 
@@ -637,6 +646,15 @@ class ScenarioRunner:
         self.cluster.stop_node(step.node_id, kill=step.kill)
         self.log("broker_stopped", node_id=step.node_id, kill=step.kill)
 
+    def _StopCoordinator(self, step: StopCoordinator) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient(self.cluster.client_config(logger=librdkafka_log))
+        [described] = admin.describe_consumer_groups([self.group_id], request_timeout=15).values()
+        node_id = described.result().coordinator.id
+        self.cluster.stop_node(node_id, kill=step.kill)
+        self.log("broker_stopped", node_id=node_id, kill=step.kill, coordinator=True)
+
     def _StartBroker(self, step: StartBroker) -> None:
         self.cluster.start_node(step.node_id)
         self.log("broker_started", node_id=step.node_id)
@@ -875,6 +893,6 @@ def _now_ms() -> int:
 
 __all__ = [
     "MEMBER_DEFAULTS", "CLASSIC_MEMBER_DEFAULTS", "CreateTopic", "StartProducer", "StopProducer", "Join", "Leave",
-    "Crash", "Stall", "RestartCluster", "StopBroker", "StartBroker", "Sleep", "Settle", "Drain", "StopAll", "Step",
+    "Crash", "Stall", "RestartCluster", "StopBroker", "StopCoordinator", "StartBroker", "Sleep", "Settle", "Drain", "StopAll", "Step",
     "MemberRun", "ScenarioResult", "ScenarioRunner", "SCENARIOS", "default_scenario", "run_scenario", "run_together",
 ]
