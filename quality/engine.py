@@ -240,7 +240,8 @@ def _outcome(lake, suite: Suite, gx_context, rows: list[dict], notes: dict[str, 
 def _absent(suite: Suite, run_time: datetime) -> SuiteOutcome:
     exps = [ExpectationOutcome(i.name, i.description, i.severity, True, 0, evaluated=False, note="table absent")
             for i in suite.invariants]
-    return SuiteOutcome(suite.name, suite.table, suite.layer, False, exps, run_time, 0.0, checked="absent")
+    return SuiteOutcome(suite.name, suite.table, suite.layer, False, exps, run_time, 0.0, checked="absent",
+                        positions=incremental.absent_positions(suite.table))
 
 
 def run_suites(lake, suites: Iterable[Suite], gx_context, params: Mapping[str, float] | None = None,

@@ -7,7 +7,9 @@ commit as its results:
 
 * `quality:<table>` = the table version the last check passed at (-1: it did not pass),
 * `quality:<table>#suite` = a fingerprint of the suite (invariants, parameters),
-* `quality:<table>@<other>` = the version of each other table the suite reads (-1: absent).
+* `quality:<table>@<other>` = the version of each other table the suite reads (-1: absent),
+* `quality:<table>#absent` = 1 when the table did not exist, else 0 (so that a check of a
+  table still absent says nothing new, see quality.results).
 
 The next check of the table then takes one of four modes:
 
@@ -41,6 +43,7 @@ from .model import Invariant, Suite
 
 APP = "quality:"
 SUITE_SUFFIX = "#suite"
+ABSENT_SUFFIX = "#absent"
 READ_SEP = "@"
 LOGIC_VERSION = 1
 
@@ -74,7 +77,7 @@ def load(lake, results_table: str) -> dict[str, Checked]:
     out: dict[str, Checked] = {}
     for key, version in apps.items():
         name = key[len(APP):]
-        if SUITE_SUFFIX in name or READ_SEP in name:
+        if SUITE_SUFFIX in name or ABSENT_SUFFIX in name or READ_SEP in name:
             continue
         reads = {k[len(APP) + len(name) + 1:]: v for k, v in apps.items() if k.startswith(f"{APP}{name}{READ_SEP}")}
         out[name] = Checked(int(version), int(apps.get(f"{APP}{name}{SUITE_SUFFIX}", -1)), reads)
@@ -83,9 +86,15 @@ def load(lake, results_table: str) -> dict[str, Checked]:
 
 def positions(table: str, passed: bool, version: int, suite: int, reads: Mapping[str, int]) -> dict[str, int]:
     """The app transactions recording one table's check."""
-    out = {f"{APP}{table}": version if passed else -1, f"{APP}{table}{SUITE_SUFFIX}": suite}
+    out = {f"{APP}{table}": version if passed else -1, f"{APP}{table}{SUITE_SUFFIX}": suite,
+           f"{APP}{table}{ABSENT_SUFFIX}": 0}
     out.update({f"{APP}{table}{READ_SEP}{other}": v for other, v in reads.items()})
     return out
+
+
+def absent_positions(table: str) -> dict[str, int]:
+    """The app transaction recording that `table` did not exist when it was checked."""
+    return {f"{APP}{table}{ABSENT_SUFFIX}": 1}
 
 
 @dataclass
