@@ -3,8 +3,11 @@
 Every Spark job of rebalance-audit gets its session here, so the settings the lake depends
 on are set in one place:
 
-* Parquet timestamps as TIMESTAMP_MICROS in UTC: delta-rs (which owns the Delta log, see
-  `pipelines.lake`) and other Delta readers do not read Spark's default INT96 timestamps.
+* Delta Lake through delta-spark: its SQL extension and catalog, its JARs from local files
+  (`spark.jars`, fetched by scripts/setup-delta.sh; see `delta_jars`), never downloaded
+  at run time. A session made here opens `delta.`/path`` in SQL and `format("delta")`.
+* Parquet timestamps as TIMESTAMP_MICROS in UTC: delta-rs (bronze ingestion writes the same
+  tables, see `pipelines.lake`) and other Delta readers do not read INT96 timestamps.
 * `PYSPARK_PYTHON` = this interpreter, so Python workers (mapInArrow, UDFs) run in the same
   virtualenv as the driver, not whatever `python3` is first on PATH.
 * Few shuffle partitions in local mode: the default 200 turns every small aggregation into
@@ -21,10 +24,14 @@ so the master and config of the first call win.
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 DEFAULT_MASTER = "local[*]"
+DELTA_JARS_ENV = "REBALANCE_AUDIT_DELTA_JARS"
+REPO_ROOT = Path(__file__).resolve().parents[1]
 MASTER_ENV = "REBALANCE_AUDIT_SPARK_MASTER"
 DRIVER_MEMORY_ENV = "REBALANCE_AUDIT_SPARK_DRIVER_MEMORY"
 PROFILE_ENV = "REBALANCE_AUDIT_SPARK_PROFILE"
@@ -40,6 +47,7 @@ PROFILE_ENV = "REBALANCE_AUDIT_SPARK_PROFILE"
 SMALL_LAKE_CONF = {
     "spark.sql.shuffle.partitions": "1",
     "spark.default.parallelism": "2",
+    "spark.databricks.delta.snapshotPartitions": "1",
     "spark.sql.adaptive.enabled": "false",
     "spark.sql.codegen.wholeStage": "false",
     "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
@@ -54,6 +62,33 @@ def profile_conf(master: str, profile: str | None = None) -> dict[str, str]:
     if profile not in PROFILES:
         raise ValueError(f"{PROFILE_ENV}: unknown Spark profile {profile!r} (known: {', '.join(sorted(PROFILES))})")
     return dict(PROFILES[profile]) if master.startswith("local") else {}
+
+
+class DeltaJarsMissing(RuntimeError):
+    """The delta-spark JARs are not in the set-up cache; the message says how to get them."""
+
+
+def delta_jars() -> list[str]:
+    """The delta-spark JARs as local paths: the folder in $REBALANCE_AUDIT_DELTA_JARS, else
+    the one scripts/setup-delta.sh recorded in the set-up cache, else that script is run
+    (it fetches them with Maven, once per machine)."""
+    folder = os.environ.get(DELTA_JARS_ENV)
+    if not folder:
+        cache = Path(os.environ.get("REBALANCE_AUDIT_CACHE")
+                     or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rebalance-audit")
+        record = cache / "delta" / "JARS"
+        if record.is_file() and Path(record.read_text().strip()).is_dir():
+            folder = record.read_text().strip()
+        elif (REPO_ROOT / "scripts" / "setup-delta.sh").is_file():
+            done = subprocess.run([str(REPO_ROOT / "scripts" / "setup-delta.sh")], capture_output=True, text=True)
+            if done.returncode != 0:
+                raise DeltaJarsMissing(f"scripts/setup-delta.sh failed: {done.stderr.strip().splitlines()[-1:]}")
+            folder = done.stdout.strip()
+    jars = sorted(str(p) for p in Path(folder).glob("*.jar")) if folder else []
+    if not any(Path(j).name.startswith("delta-spark_") for j in jars):
+        raise DeltaJarsMissing(f"no delta-spark JARs in {folder or 'the set-up cache'}: run `make setup` "
+                               f"(or point ${DELTA_JARS_ENV} at a folder holding delta-spark_4.1_2.13 and its dependencies)")
+    return jars
 
 
 def _driver_memory(master: str) -> str | None:
@@ -97,15 +132,21 @@ def get_spark(master: str | None = None, app_name: str = "rebalance-audit", conf
 
     from pyspark.sql import SparkSession
 
+    local = master.startswith("local")
     settings = {
+        # delta-spark, from local JARs (Spark ships them to a cluster's executors itself).
+        "spark.jars": ",".join(delta_jars()),
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        # Delta rebuilds a table's state from its log with 50 tasks by default: on a
+        # laptop's lake, 50 tiny tasks per snapshot.
+        "spark.databricks.delta.snapshotPartitions": str(2 * _local_cores(master)) if local else None,
         "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
         # Read when the JVM starts, so only the process's first session applies it.
         "spark.driver.memory": _driver_memory(master),
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": str(2 * _local_cores(master)) if master.startswith("local") else None,
         "spark.default.parallelism": str(2 * _local_cores(master)) if master.startswith("local") else None,
-        # The lake commits Spark's files itself; the _SUCCESS marker would only be litter.
-        "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.ui.enabled": "false",
         "spark.sql.execution.arrow.pyspark.enabled": "true",

@@ -41,6 +41,7 @@ from functools import reduce
 
 from .model import Invariant, Suite
 
+WRITER = "quality"  # the writer of quality_results' positions (pipelines/lake/positions.py)
 APP = "quality:"
 SUITE_SUFFIX = "#suite"
 ABSENT_SUFFIX = "#absent"
@@ -73,7 +74,7 @@ def load(lake, results_table: str) -> dict[str, Checked]:
     """Every table's last check, from `results_table`'s app transactions (no scan)."""
     if not lake.exists(results_table):
         return {}
-    apps = lake.app_versions(results_table, prefix=APP)
+    apps = lake.positions(results_table, WRITER)
     out: dict[str, Checked] = {}
     for key, version in apps.items():
         name = key[len(APP):]

@@ -14,7 +14,9 @@ import json
 import pyarrow as pa
 
 from .engine import SuiteOutcome
-from .incremental import APP
+from pipelines.lake import Positions
+
+from .incremental import WRITER
 
 TABLE = "quality_results"
 TS = pa.timestamp("us", tz="UTC")
@@ -81,12 +83,12 @@ def append_results(lake, outcomes: list[SuiteOutcome], run_id: str, data_docs: s
     Checks that say nothing new (`_said_already`) append nothing: a run with nothing new
     leaves the table at its version."""
     lake.create(TABLE, SCHEMA, ["cluster"], description="one quality expectation's result per run, table and cluster")
-    recorded = lake.app_versions(TABLE, prefix=APP)
+    recorded = lake.positions(TABLE, WRITER)
     outcomes = [o for o in outcomes if not _said_already(o, recorded)]
     rows = result_rows(outcomes, run_id, data_docs)
     positions = {k: v for o in outcomes for k, v in o.positions.items()}
     if rows or positions:
         # evolve: a lake written before the `checked` column gains it (older rows read null).
-        lake.append(TABLE, pa.Table.from_pylist(rows, schema=SCHEMA), app_transactions=positions or None,
+        lake.append(TABLE, pa.Table.from_pylist(rows, schema=SCHEMA), positions=Positions(WRITER, positions, partial=True) if positions else None,
                     evolve=True)
     return len(rows)

@@ -19,6 +19,7 @@ COMMANDS = (
     "ingest",
     "run",
     "sql",
+    "shell",
     "whatif",
     "assign",
     "report",
@@ -75,13 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"rebalance_audit.commands.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"rebalance_audit.commands.{name}":
-                continue  # command not built yet
-            raise
-        module.register(sub)
+        importlib.import_module(f"rebalance_audit.commands.{name}").register(sub)
     return parser
 
 

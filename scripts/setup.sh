@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up everything rebalance-audit needs on a fresh machine, idempotently: a Python 3.11
-# virtualenv in .venv with the pinned dependencies, the Kafka JARs of the testbed, Debian's
+# virtualenv in .venv with the pinned dependencies, the delta-spark JARs, the Kafka JARs of the testbed, Debian's
 # Chromium for the dashboard tests. Safe to re-run; a second run takes seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +34,8 @@ if [ ! -f "$stamp" ]; then
     rm -f .venv/.deps-*; touch "$stamp"
 fi
 
+# The delta-spark JARs every SparkSession loads from local files (Maven, scripts/maven/).
+./scripts/setup-delta.sh >/dev/null
 # The Apache Kafka 4.x release the tests and the demo start (Maven, from scripts/maven/).
 ./scripts/setup-kafka.sh >/dev/null
 # Debian's Chromium for the dashboard tests (no browser downloads).

@@ -174,7 +174,7 @@ def test_positions_are_recorded_and_a_run_without_new_input_commits_nothing(runs
     assert runs["run3"].mode == "none"
     assert v3 == v2
     for t in runner.GOLD_TABLES:
-        pos = lake.app_versions(t, prefix="gold:")
+        pos = lake.positions(t, "gold")
         assert pos["gold:offset_commits"] == lake.version("offset_commits")
         assert pos["gold:coordinator_events"] == lake.version("coordinator_events")
         assert "gold:params" in pos and "gold:cluster_settings" in pos

@@ -290,7 +290,7 @@ def test_sigkilled_ingestion_equals_a_read_committed_reader(cluster, tmp_path, c
     assert by_group[raw_group][1] >= raw.committed * 2
 
     # The stored positions are the partitions' ends, control records included, on all 50.
-    positions = Lake(lake_dir).app_versions("offsets_records", prefix="kafka:default:")
+    positions = Lake(lake_dir).positions("offsets_records", "kafka:default")
     assert {int(k.rsplit(":", 1)[1]): v for k, v in positions.items()} == ends
     # Kills landed mid-ingestion (after a commit of that run), not only during start-up.
     assert killed_after_commit >= 5, (killed_after_commit, kills, completed, run_times)
@@ -326,7 +326,7 @@ def test_a_run_stops_at_an_open_transaction_and_the_next_goes_past_its_marker(cl
         plain.commit(offsets=[TopicPartition("held-in", 0, n)], asynchronous=False)
 
     def positions() -> dict[int, int]:
-        got = Lake(lake_dir).app_versions("offsets_records", prefix="kafka:default:")
+        got = Lake(lake_dir).positions("offsets_records", "kafka:default")
         return {int(k.rsplit(":", 1)[1]): v for k, v in got.items()}
 
     def bronze_equals_a_read_committed_reader():
@@ -439,7 +439,7 @@ def test_a_run_ends_while_every_partition_keeps_receiving_commits(cluster, tmp_p
     assert final.returncode == 0, final.stderr
     rows, got = _bronze(lake_dir)
     assert got == sorted((r.partition, r.offset, r.key, r.value) for r in read_offsets_topic(cluster.bootstrap_servers))
-    positions = Lake(lake_dir).app_versions("offsets_records", prefix="kafka:default:")
+    positions = Lake(lake_dir).positions("offsets_records", "kafka:default")
     assert {int(k.rsplit(":", 1)[1]): v for k, v in positions.items()} == ends
 
 

@@ -1,5 +1,5 @@
 """The lake's Delta operations on real tables in a temp folder: appends, keyed inserts,
-replace-where, versions, schema evolution, compaction, vacuum, app transactions, and that
+replace-where, versions, schema evolution, compaction, vacuum, positions, and that
 plain delta-rs (any Delta reader) opens what it wrote on the basic protocol."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pyarrow.dataset as ds
 import pytest
 from deltalake import DeltaTable
 
-from pipelines.lake import Lake, LakeError
+from pipelines.lake import Lake, LakeError, Positions, PositionsLost
 
 SCHEMA = pa.schema([("cluster", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()), ("value", pa.binary())])
 KEY = ["cluster", "partition", "offset"]
@@ -78,26 +78,56 @@ def test_insert_if_absent_reads_only_overlapping_files(lake):
     assert sorted(existing.column("offset").to_pylist()) == list(range(450, 460))
 
 
-def test_app_transactions_commit_with_rows(lake):
+def test_positions_commit_with_rows(lake):
     v0 = lake.version("t")
-    inserted = lake.insert_if_absent("t", rows("a", 0, range(10)), KEY, "offset", app_transactions={"kafka:a:0": 10})
+    kafka = "kafka:a"
+    inserted = lake.insert_if_absent("t", rows("a", 0, range(10)), KEY, "offset",
+                                     positions=Positions(kafka, {"kafka:a:0": 10}, partial=True))
     assert inserted.num_rows == 10
-    assert lake.version("t") == v0 + 1  # rows and position: one commit
-    assert lake.app_version("t", "kafka:a:0") == 10
-    # Positions move even when every row was already there (an empty commit of positions).
-    lake.insert_if_absent("t", rows("a", 0, range(5, 10)), KEY, "offset", app_transactions={"kafka:a:0": 12, "kafka:a:1": 3})
+    assert lake.version("t") == v0 + 1  # rows and the run naming their positions: one commit
+    assert lake.positions("t", kafka) == {"kafka:a:0": 10}
+    # Positions move even when every row was already there (an empty commit of positions);
+    # a partial update keeps the keys it does not name.
+    lake.insert_if_absent("t", rows("a", 0, range(5, 10)), KEY, "offset",
+                          positions=Positions(kafka, {"kafka:a:1": 3}, partial=True))
     assert lake.version("t") == v0 + 2
-    assert lake.app_versions("t") == {"kafka:a:0": 12, "kafka:a:1": 3}
-    assert lake.app_versions("t", prefix="kafka:a:1") == {"kafka:a:1": 3}
-    assert lake.app_versions("t", version=v0 + 1) == {"kafka:a:0": 10}
-    assert DeltaTable(lake.uri("t")).transaction_version("kafka:a:1") == 3
+    assert lake.positions("t", kafka) == {"kafka:a:0": 10, "kafka:a:1": 3}
+    assert lake.positions("t", kafka, version=v0 + 1) == {"kafka:a:0": 10}
+    # A whole map replaces; another writer's positions on the same table are its own.
+    lake.append("t", rows("a", 0, []), positions=Positions(kafka, {"kafka:a:0": 12}))
+    lake.append("t", rows("a", 0, []), positions=Positions("other", {"o": 1}))
+    assert lake.positions("t", kafka) == {"kafka:a:0": 12}
+    assert lake.positions("t", "other") == {"o": 1}
+    assert lake.positions("t", "nobody") == {}
+    # The commit names the run in a Delta `txn` any reader sees: plain delta-rs too.
+    run = DeltaTable(lake.uri("t")).transaction_version(kafka)
+    assert lake.ledger.values(kafka, run) == {"kafka:a:0": 12}
 
 
-def test_app_transactions_survive_checkpoint(lake):
-    lake.append("t", rows("a", 0, [1]), app_transactions={"x": 1})
+def test_positions_survive_checkpoint_and_a_fresh_process(lake):
+    lake.append("t", rows("a", 0, [1]), positions=Positions("w", {"x": 1}))
     lake.table("t").create_checkpoint()
-    lake.append("t", rows("a", 0, [2]), app_transactions={"y": 5})
-    assert lake.app_versions("t") == {"x": 1, "y": 5}
+    lake.append("t", rows("a", 0, [2]), positions=Positions("w", {"x": 1, "y": 5}))
+    lake.table("t").create_checkpoint()
+    assert Lake(lake.root).positions("t", "w") == {"x": 1, "y": 5}
+    assert Lake(lake.root).positions("t", "w", version=1) == {"x": 1}
+
+
+def test_a_run_the_ledger_lost_is_a_loud_error(lake):
+    lake.append("t", rows("a", 0, [1]), positions=Positions("w", {"x": 1}))
+    import shutil
+
+    shutil.rmtree(lake.ledger.uri)
+    with pytest.raises(PositionsLost, match="positions lost"):
+        Lake(lake.root).positions("t", "w")
+
+
+def test_a_crash_between_ledger_and_commit_leaves_the_old_positions(lake):
+    lake.append("t", rows("a", 0, [1]), positions=Positions("w", {"x": 1}))
+    # Run recorded, commit never made (the process died in between).
+    lake.ledger.record(Positions("w", {"x": 2}), after=lake.table("t").transaction_version("w"))
+    assert Lake(lake.root).positions("t", "w") == {"x": 1}
+    assert lake.read_arrow("t").num_rows == 1
 
 
 def test_overwrite_where_replaces_one_partition(lake):
@@ -142,7 +172,7 @@ def test_optimize_and_vacuum_keep_the_data(lake):
 
 
 def test_tables_open_with_plain_deltalake_on_basic_protocol(lake):
-    lake.append("t", rows("a", 0, range(3)), app_transactions={"p": 3})
+    lake.append("t", rows("a", 0, range(3)), positions=Positions("p", {"p": 3}))
     lake.append("t", rows("a", 0, [9]).append_column("extra", pa.array([1], pa.int32())), evolve=True)
     lake.optimize("t")
     dt = DeltaTable(lake.uri("t"))

@@ -1,5 +1,5 @@
 """Incremental building blocks of the lake: `added_since` (rows of the files added after a
-version) and `replace_rows` (copy-on-write delete + insert by key, one Delta commit)."""
+version) and `replace_rows` (delete + insert by key: one delta-spark MERGE, one commit)."""
 from __future__ import annotations
 
 import json
@@ -10,7 +10,7 @@ import pytest
 from deltalake import DeltaTable
 from spark_fixture import spark  # noqa: F401
 
-from pipelines.lake import Lake, LakeError
+from pipelines.lake import Lake, LakeError, Positions
 
 pytestmark = pytest.mark.spark
 
@@ -57,22 +57,22 @@ def test_replace_rows_is_one_commit_and_leaves_other_keys_alone(lake, spark):  #
     first = spark.createDataFrame(
         [("c1", "g1", 1), ("c1", "g1", 2), ("c1", "g2", 3), ("c2", "g1", 4), ("c2", "g3", 5)], ROWS)
     v0 = lake.replace_rows("t", first, first.select("cluster", "group_id"), ["cluster", "group_id"],
-                           partition_by=["cluster"], app_transactions={"gold:in": 7})
+                           partition_by=["cluster"], positions=Positions("gold", {"gold:in": 7}))
     assert lake.partition_by("t") == ["cluster"]
     assert rows_of(lake.read("t")) == rows_of(first)
-    assert lake.app_version("t", "gold:in") == 7
+    assert lake.positions("t", "gold") == {"gold:in": 7}
     assert lake.commit_rows("t", v0) == 5
 
     # Replace (c1, g1) by one row and delete (c2, g3) (a key without new rows); c1/g2 and c2/g1 stay.
     new = spark.createDataFrame([("c1", "g1", 10)], ROWS)
     keys = spark.createDataFrame([("c1", "g1"), ("c2", "g3")], KEYS)
-    v1 = lake.replace_rows("t", new, keys, ["cluster", "group_id"], app_transactions={"gold:in": 8, "gold:other": 3})
+    v1 = lake.replace_rows("t", new, keys, ["cluster", "group_id"], positions=Positions("gold", {"gold:in": 8, "gold:other": 3}))
     assert v1 == v0 + 1  # one new version: the delete and the insert are atomic
     assert rows_of(lake.read("t")) == [("c1", "g1", 10), ("c1", "g2", 3), ("c2", "g1", 4)]
-    assert lake.app_versions("t", prefix="gold:") == {"gold:in": 8, "gold:other": 3}
+    assert lake.positions("t", "gold") == {"gold:in": 8, "gold:other": 3}
     actions = commit_actions(lake, "t", v1)
     assert any("remove" in a for a in actions) and any("add" in a for a in actions)
-    assert {a["txn"]["appId"] for a in actions if "txn" in a} == {"gold:in", "gold:other"}
+    assert {a["txn"]["appId"] for a in actions if "txn" in a} == {"gold"}  # the run, in delta-spark's txn
     # The previous version is intact (time travel sees the old rows).
     assert rows_of(lake.read("t", version=v0)) == rows_of(first)
     # Any Delta reader agrees.
@@ -110,8 +110,8 @@ def test_replace_rows_with_nothing_to_do_does_not_commit(lake, spark):  # noqa: 
     empty_rows = spark.createDataFrame([], ROWS)
     assert lake.replace_rows("t", empty_rows, spark.createDataFrame([("c1", "nope")], KEYS), ["cluster", "group_id"]) == v
     # Positions alone are still recorded (a run that found nothing to change).
-    v2 = lake.replace_rows("t", empty_rows, spark.createDataFrame([], KEYS), ["cluster", "group_id"], app_transactions={"gold:x": 1})
-    assert v2 == v + 1 and lake.app_version("t", "gold:x") == 1
+    v2 = lake.replace_rows("t", empty_rows, spark.createDataFrame([], KEYS), ["cluster", "group_id"], positions=Positions("gold", {"gold:x": 1}))
+    assert v2 == v + 1 and lake.positions("t", "gold") == {"gold:x": 1}
     assert rows_of(lake.read("t")) == [("c1", "g1", 1)]
 
 

@@ -1,6 +1,5 @@
-"""Spark over the lake: Spark reads the files delta-rs lists (partition columns rebuilt,
-typed by the table schema), Spark writes Parquet that delta-rs commits in one commit, and
-every table is a SQL view by its name."""
+"""Spark over the lake: delta-spark reads what delta-rs wrote and the other way round,
+a Spark write is one commit with its positions, and every table is a SQL view by its name."""
 from __future__ import annotations
 
 import pyarrow as pa
@@ -8,7 +7,7 @@ import pytest
 from deltalake import DeltaTable
 from spark_fixture import spark  # noqa: F401
 
-from pipelines.lake import Lake
+from pipelines.lake import Lake, Positions
 
 pytestmark = pytest.mark.spark
 
@@ -66,15 +65,16 @@ def test_spark_reads_a_given_version(lake):
     assert lake.read("b").count() == 5
 
 
-def test_write_df_commits_once_with_app_transactions(lake, spark):  # noqa: F811
+def test_write_df_commits_once_with_its_positions(lake, spark):  # noqa: F811
     from pyspark.sql import functions as F
 
     lake.append("b", pa.concat_tables([bronze_like("c1", 0, range(4)), bronze_like("c1", 1, range(2))]))
     derived = lake.read("b").groupBy("cluster", "partition").agg(F.count("*").alias("n"), F.max("ts").alias("last_ts"))
-    lake.write_df("per_partition", derived, partition_by=["cluster"], app_transactions={"silver:b": 1})
+    lake.write_df("per_partition", derived, partition_by=["cluster"], positions=Positions("silver:b", {"silver:b": 1}))
     dt = DeltaTable(lake.uri("per_partition"))
     assert dt.version() == 1  # create + one write
-    assert dt.transaction_version("silver:b") == 1
+    assert lake.positions("per_partition", "silver:b") == {"silver:b": 1}
+    assert dt.transaction_version("silver:b") is not None  # the run, in delta-spark's txn
     p = dt.protocol()
     assert (p.min_reader_version, p.min_writer_version) == (1, 2)
     # Any Delta reader sees the rows, partition column included.
@@ -87,11 +87,9 @@ def test_write_df_commits_once_with_app_transactions(lake, spark):  # noqa: F811
     assert all(a["num_records"] >= 1 and a["max.n"] >= a["min.n"] for a in actions)
 
 
-def test_write_df_overwrite_replaces_only_the_named_partition(lake, spark):  # noqa: F811
+def test_write_df_overwrite_replaces_the_table(lake, spark):  # noqa: F811
     df = spark.createDataFrame([("c1", 1), ("c2", 2)], "cluster string, n long")
     lake.write_df("g", df, partition_by=["cluster"])
-    lake.write_df("g", spark.createDataFrame([("c1", 10)], "cluster string, n long"), mode="overwrite", replace_where=[("cluster", "=", "c1")])
-    assert sorted(tuple(r) for r in lake.read("g").collect()) == [("c1", 10), ("c2", 2)]
     lake.write_df("g", spark.createDataFrame([("c3", 3)], "cluster string, n long"), mode="overwrite")
     assert [tuple(r) for r in lake.read("g").collect()] == [("c3", 3)]
     assert DeltaTable(lake.uri("g")).to_pyarrow_table().num_rows == 1
@@ -109,3 +107,32 @@ def test_every_table_is_a_sql_view(lake, spark):  # noqa: F811
     assert lake.register_views(spark) == ["b", "g"]
     got = spark.sql("SELECT b.cluster, count(*) AS c FROM b JOIN g ON b.cluster = g.cluster GROUP BY b.cluster").collect()
     assert [(r["cluster"], r["c"]) for r in got] == [("c1", 5)]
+
+
+def test_delta_rs_and_delta_spark_race_on_one_table(lake, spark):  # noqa: F811
+    """Both engines append to one table at once (a delta-rs thread, delta-spark here): each
+    loser of a race for a version re-reads the log and commits the next one. Every row
+    lands once, every version is one commit."""
+    import threading
+
+    rounds = 6
+    errors: list[BaseException] = []
+
+    def arrow_writer():
+        try:
+            for i in range(rounds):
+                lake.append("b", bronze_like("rs", 0, range(i * 10, i * 10 + 10)))
+        except BaseException as exc:  # reported below, not lost in the thread
+            errors.append(exc)
+
+    thread = threading.Thread(target=arrow_writer)
+    thread.start()
+    for i in range(rounds):
+        df = spark.createDataFrame(bronze_like("spark", 1, range(i * 10, i * 10 + 10)).to_pandas())
+        lake.write_df("b", df)
+    thread.join()
+    assert not errors, errors
+    got = sorted((r["cluster"], r["offset"]) for r in lake.read("b").select("cluster", "offset").collect())
+    assert got == sorted([("rs", o) for o in range(rounds * 10)] + [("spark", o) for o in range(rounds * 10)])
+    history = DeltaTable(lake.uri("b")).history()
+    assert len(history) == 1 + 2 * rounds == lake.version("b") + 1

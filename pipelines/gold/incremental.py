@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 
 from .model import GoldParams
 
+WRITER = "gold"  # the writer of gold's positions (pipelines/lake/positions.py)
 PREFIX = "gold:"
 PARAMS_ID = PREFIX + "params"
 SETTINGS_ID = PREFIX + "cluster_settings"
@@ -98,7 +99,7 @@ def plan(lake, gold_tables: Iterable[str], params: GoldParams, cluster_settings:
         if not lake.exists(name):
             p.reason = f"no gold table {name} yet"
             return p
-        got = lake.app_versions(name, prefix=PREFIX)
+        got = lake.positions(name, WRITER)
         if PARAMS_ID not in got:
             p.reason = f"gold table {name} has no positions"
             return p

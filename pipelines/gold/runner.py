@@ -18,6 +18,8 @@ import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from pipelines.lake import Positions
+
 from . import incremental, settings
 from .model import GoldInputs, GoldParams
 
@@ -154,6 +156,7 @@ def update_gold(lake, params: GoldParams | None = None, cluster_settings: Iterab
     if p.mode == "none":
         run.rows_written = {t: 0 for t in GOLD_TABLES}
         return run
+    positions = Positions(incremental.WRITER, p.positions)
     keys = None
     if p.mode == "incremental":
         touched = incremental.touched_groups(lake, p)
@@ -163,7 +166,7 @@ def update_gold(lake, params: GoldParams | None = None, cluster_settings: Iterab
         if not found:
             # New rows that touch no group: only the positions move.
             for name in GOLD_TABLES:
-                lake.append(name, lake.schema(name).empty_table(), app_transactions=p.positions)
+                lake.append(name, lake.schema(name).empty_table(), positions=positions)
                 run.rows_written[name] = 0
             return run
         # Collected once, handed back as a small local relation: every use is a broadcast.
@@ -173,10 +176,10 @@ def update_gold(lake, params: GoldParams | None = None, cluster_settings: Iterab
         inputs.cluster_settings = settings.to_spark(lake.spark, cluster_settings)
     for name, df in build_all(inputs, params).items():
         if keys is None:
-            version = lake.write_df(name, df, mode="overwrite", partition_by=["cluster"], app_transactions=p.positions)
+            version = lake.write_df(name, df, mode="overwrite", partition_by=["cluster"], positions=positions)
         else:
             version = lake.replace_rows(name, df, keys, incremental.KEY, partition_by=["cluster"],
-                                        app_transactions=p.positions, key_partitions={(c,) for c, _ in found})
+                                        positions=positions, key_partitions={(c,) for c, _ in found})
         run.rows_written[name] = lake.commit_rows(name, version)
         log.info("gold %s: %d rows written", name, run.rows_written[name])
     return run

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from pipelines.lake import Positions
 from pipelines.ingest.schemas import OFFSETS_RECORDS, QUARANTINE, RAW_LIMIT, BronzeTable, ensure
 
 CLUSTER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -87,10 +88,10 @@ class BufferedWriter:
         if len(self) >= self.chunk_rows:
             self.flush()
 
-    def flush(self, app_transactions: dict[str, int] | None = None, metadata: dict | None = None) -> pa.Table:
+    def flush(self, positions: Positions | None = None, metadata: dict | None = None) -> pa.Table:
         """Insert the buffered rows not yet in the table, in one commit (with the given
-        app transactions even when nothing is new). Returns the rows inserted."""
-        if not len(self) and not app_transactions:
+        positions even when nothing is new). Returns the rows inserted."""
+        if not len(self) and not positions:
             return self.table.schema.empty_table()
         data = pa.Table.from_pydict(self.cols, schema=self.table.schema)
         self.cols = {n: [] for n in self.names}
@@ -100,13 +101,13 @@ class BufferedWriter:
                 data,
                 key=list(self.table.key),
                 range_column=self.table.range_column,
-                app_transactions=app_transactions,
+                positions=positions,
                 metadata=metadata,
             )
         else:
-            self.lake.append(self.table.name, data, app_transactions=app_transactions, metadata=metadata)
+            self.lake.append(self.table.name, data, positions=positions, metadata=metadata)
             inserted = data
-        if inserted.num_rows or app_transactions:
+        if inserted.num_rows or positions:
             self.summary.commits += 1
         if self.table is QUARANTINE:
             self.summary.quarantined += inserted.num_rows

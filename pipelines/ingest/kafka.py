@@ -48,6 +48,7 @@ from pipelines.ingest.bronze import (
     quarantine_writer,
 )
 from pipelines.ingest.schemas import PARTITION_END_OFFSETS
+from pipelines.lake import Positions
 
 TOPIC = "__consumer_offsets"
 DEFAULT_TIMEOUT = 30.0
@@ -110,6 +111,11 @@ def _mask(text: str, secrets: Iterable[str]) -> str:
     for s in sorted({s for s in secrets if s and len(s) >= 3}, key=len, reverse=True):
         text = text.replace(s, "***")
     return text
+
+
+def writer(cluster: str) -> str:
+    """The writer of a cluster's Kafka read positions in bronze (pipelines/lake/positions.py)."""
+    return f"kafka:{cluster}"
 
 
 def app_id(cluster: str, partition: int) -> str:
@@ -256,7 +262,7 @@ def ingest_kafka(
     consumer = _Consumer(config, timeout)
     try:
         partitions = consumer.partitions(TOPIC)
-        stored = lake.app_versions(records.table.name, prefix=f"kafka:{cluster}:")
+        stored = lake.positions(records.table.name, writer(cluster))
         start = {p: stored.get(app_id(cluster, p)) for p in partitions}
         consumer.c.assign(
             [TopicPartition(TOPIC, p, start[p] if start[p] is not None else OFFSET_BEGINNING) for p in partitions]
@@ -274,7 +280,7 @@ def ingest_kafka(
             nonlocal pending, positions
             quarantine.flush()
             moved = {app_id(cluster, p): o for p, o in positions.items() if start.get(p) != o}
-            inserted = records.flush(app_transactions=moved or None, metadata={"rebalance_audit.ingest": "kafka"})
+            inserted = records.flush(positions=Positions(writer(cluster), moved, partial=True) if moved else None, metadata={"rebalance_audit.ingest": "kafka"})
             if inserted.num_rows:
                 commit_topics.update(_commit_keys(inserted.column("key").to_pylist()))
             start.update(positions)

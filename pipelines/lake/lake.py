@@ -1,20 +1,22 @@
 """The lake: one Delta table per folder under a root, on the basic Delta protocol.
 
-delta-rs owns every commit (reader 1 / writer 2: no deletion vectors, no column mapping,
-so any Delta reader opens the tables). Arrow writes go straight through delta-rs; Spark
-DataFrames are written by Spark as Parquet and committed by delta-rs (`sparkio`). Nothing
-outside this package imports `deltalake`, so a native delta-spark backend can replace it.
+Two writers, one format (reader 1 / writer 2: no deletion vectors, no column mapping, so
+delta-rs, delta-spark, Trino and DuckDB all open every table):
 
-Exactly-once positions: a commit can carry app transactions {app_id: version} (Delta `txn`
-actions) in the same atomic commit as its rows; `app_version(s)` reads them back.
+* Spark jobs read and write through delta-spark (`format("delta")`, `MERGE`, time travel);
+* Arrow writes, where no JVM should start (bronze ingestion, quality results, the
+  positions ledger), go through delta-rs. Nothing outside this package imports
+  `deltalake`.
+
+Tables are created by delta-rs (`create`), so their protocol is the basic one whichever
+engine writes them next. Exactly-once positions: `positions.py`.
 """
 from __future__ import annotations
 
 import contextlib
-
 import os
 import re
-import time
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from urllib.parse import unquote
 
@@ -25,6 +27,7 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError, TableNotFoundError
 
 from pipelines.lake import sparkio, txlog
+from pipelines.lake.positions import Ledger, Positions
 
 # Column stamped with the committing version on append (see Lake._append_stamped).
 VERSION_COLUMN = "ingest_version"
@@ -36,13 +39,18 @@ class LakeError(Exception):
     """A lake operation that cannot be done as asked (bad name, schema conflict, ...)."""
 
 
-def _commit(app_transactions: Mapping[str, int] | None, metadata: Mapping[str, str] | None):
-    if not app_transactions and not metadata:
+def _commit(txn: tuple[str, int] | None, metadata: Mapping[str, str] | None):
+    if not txn and not metadata:
         return None
     return CommitProperties(
-        app_transactions=[Transaction(app_id, int(v)) for app_id, v in (app_transactions or {}).items()] or None,
+        app_transactions=[Transaction(txn[0], int(txn[1]))] if txn else None,
         custom_metadata=dict(metadata) if metadata else None,
     )
+
+
+# delta-spark's MERGE takes its idempotent-write identifiers from two session settings
+# (the DataFrame writer takes them as options); one MERGE at a time per process sets them.
+_MERGE_TXN = threading.Lock()
 
 
 def _nullable(schema: pa.Schema) -> pa.Schema:
@@ -63,6 +71,7 @@ class Lake:
         self.root = root.rstrip("/")
         self.storage_options = dict(storage_options) if storage_options else None
         self._spark = spark
+        self.ledger = Ledger(self.root, self.storage_options)
 
     # ----------------------------------------------------------------- naming, opening
     @property
@@ -171,26 +180,27 @@ class Lake:
         self,
         name: str,
         data: pa.Table,
-        app_transactions: Mapping[str, int] | None = None,
+        positions: Positions | None = None,
         metadata: Mapping[str, str] | None = None,
         evolve: bool = False,
     ) -> int:
-        """Append Arrow rows (delta-rs only) in one commit, with its app transactions.
-        An empty `data` with app transactions still commits the positions. Returns the version."""
+        """Append Arrow rows (delta-rs) in one commit, with its positions. An empty `data`
+        with positions still commits the positions. Returns the version."""
         data = self._conform(name, data, evolve)  # may evolve the schema: open the table after
         dt = self.table(name)
+        txn = self._run(name, positions)
         if VERSION_COLUMN in data.column_names and data.num_rows:
-            return self._append_stamped(dt, name, data, app_transactions, metadata)
-        props = _commit(app_transactions, metadata)
+            return self._append_stamped(dt, name, data, txn, metadata)
+        props = _commit(txn, metadata)
         if data.num_rows == 0:
-            if not app_transactions:
+            if not txn:
                 return dt.version()  # nothing to record: metadata alone is no reason to commit
             dt.create_write_transaction([], mode="append", schema=self.schema(name), partition_by=self.partition_by(name) or None, commit_properties=props)
         else:
             write_deltalake(dt, data, mode="append", commit_properties=props)
         return self.version(name)
 
-    def _append_stamped(self, dt: DeltaTable, name: str, data: pa.Table, app_transactions, metadata) -> int:
+    def _append_stamped(self, dt: DeltaTable, name: str, data: pa.Table, txn, metadata) -> int:
         """Append with every row's `ingest_version` set to the version of the commit itself.
 
         Downstream jobs read "rows committed after version N" by this column (see
@@ -203,7 +213,7 @@ class Lake:
             dt.update_incremental()
             expected = dt.version() + 1
             stamped = data.set_column(idx, data.schema.field(idx), pa.array([expected] * data.num_rows, pa.int64()))
-            props = _commit(app_transactions, metadata) or CommitProperties()
+            props = _commit(txn, metadata) or CommitProperties()
             props.max_commit_retries = 0
             try:
                 write_deltalake(dt, stamped, mode="append", commit_properties=props)
@@ -213,24 +223,11 @@ class Lake:
         raise LakeError(f"table {name}: could not commit after 20 attempts (concurrent writers?)")
 
     def read_since(self, name: str, column: str, since: int, upto: int | None = None):
-        """Rows with since < `column` <= upto as a Spark DataFrame, reading only the files
-        whose statistics say they may hold such rows (cost grows with the increment)."""
-        dt = self.table(name, upto)
-        actions = pa.table(dt.get_add_actions(flatten=True)).to_pydict()
-        mins, maxs = actions.get(f"min.{column}"), actions.get(f"max.{column}")
-        files = []
-        for i, path in enumerate(actions["path"]):
-            lo = mins[i] if mins else None
-            hi = maxs[i] if maxs else None
-            if hi is not None and hi <= since:
-                continue
-            if lo is not None and upto is not None and lo > upto:
-                continue
-            files.append(path if "://" in path else f"{self.uri(name)}/{unquote(path)}")
-        schema = pa.schema(dt.schema().to_arrow())
-        df = sparkio.read_files(self.spark, self.uri(name), files, schema, list(dt.metadata().partition_columns))
+        """Rows with since < `column` <= upto as a Spark DataFrame (delta-spark skips the
+        files whose min/max statistics exclude the range: cost grows with the increment)."""
         from pyspark.sql import functions as F
 
+        df = self.read(name, upto)  # first: starts Spark, which column expressions need
         cond = F.col(column) > since
         if upto is not None:
             cond = cond & (F.col(column) <= upto)
@@ -242,7 +239,7 @@ class Lake:
         data: pa.Table,
         key: Sequence[str],
         range_column: str | None = None,
-        app_transactions: Mapping[str, int] | None = None,
+        positions: Positions | None = None,
         metadata: Mapping[str, str] | None = None,
     ) -> pa.Table:
         """Append the rows of `data` whose `key` is not in the table yet (and only the first
@@ -259,7 +256,7 @@ class Lake:
             existing = self._existing_keys(dt, data, list(key), range_column)
             if existing.num_rows:
                 data = _anti_join(data, existing, list(key))
-        self.append(name, data, app_transactions=app_transactions, metadata=metadata)
+        self.append(name, data, positions=positions, metadata=metadata)
         return data
 
     def _existing_keys(self, dt: DeltaTable, data: pa.Table, key: list[str], range_column: str | None) -> pa.Table:
@@ -307,14 +304,14 @@ class Lake:
         name: str,
         data: pa.Table,
         predicate: str,
-        app_transactions: Mapping[str, int] | None = None,
+        positions: Positions | None = None,
         metadata: Mapping[str, str] | None = None,
     ) -> int:
         """Replace the rows matching `predicate` (SQL, e.g. "cluster = 'prod'") by `data`
         in one commit (Delta replaceWhere). Every row of `data` must match the predicate."""
         dt = self.table(name)
         data = self._conform(name, data, evolve=False)
-        write_deltalake(dt, data, mode="overwrite", predicate=predicate, commit_properties=_commit(app_transactions, metadata))
+        write_deltalake(dt, data, mode="overwrite", predicate=predicate, commit_properties=_commit(self._run(name, positions), metadata))
         return self.version(name)
 
     # ----------------------------------------------------------------- Arrow reads
@@ -333,19 +330,24 @@ class Lake:
             self._spark = self._spark()
         return self._spark
 
+    def spark_uri(self, name: str) -> str:
+        """The table's location as Spark's Hadoop filesystems name it (s3:// → s3a://)."""
+        return sparkio.spark_path(self.uri(name))
+
     def read(self, name: str, version: int | None = None, clusters: Iterable[str] | None = None):
-        """The table (latest snapshot, or `version`) as a Spark DataFrame. With `clusters`, only
-        the files of those `cluster` partitions are read (pruned in the log, before Spark lists
-        anything); a table not partitioned by cluster is read whole."""
-        dt = self.table(name, version)
-        schema = pa.schema(dt.schema().to_arrow())
-        parts = list(dt.metadata().partition_columns)
-        if clusters is None or "cluster" not in parts:
-            files = dt.file_uris()
-        else:
-            wanted = sorted(set(clusters))
-            files = dt.file_uris(partition_filters=[("cluster", "in", wanted)]) if wanted else []
-        return sparkio.read_files(self.spark, self.uri(name), files, schema, parts)
+        """The table at `version` (default: its latest now) as a Spark DataFrame, read by
+        delta-spark. The version is pinned: delta-spark would otherwise read whatever is
+        latest each time the DataFrame runs, and a job that reads a table, rewrites it and
+        then uses what it read (silver's parked transactional commits) must see the rows it
+        read. With `clusters`, only those `cluster` partitions (Delta prunes the other files
+        from the log before Spark lists anything); a table not partitioned by cluster is read whole."""
+        from pyspark.sql import functions as F
+
+        version = self.version(name) if version is None else int(version)  # LakeError if absent
+        df = self.spark.read.format("delta").option("versionAsOf", version).load(self.spark_uri(name))
+        if clusters is not None and "cluster" in self.partition_by(name):
+            df = df.where(F.col("cluster").isin(sorted(set(clusters))))
+        return df
 
     def write_df(
         self,
@@ -353,31 +355,20 @@ class Lake:
         df,
         mode: str = "append",
         partition_by: Sequence[str] | None = None,
-        replace_where: Sequence[tuple] | None = None,
-        app_transactions: Mapping[str, int] | None = None,
-        metadata: Mapping[str, str] | None = None,
+        positions: Positions | None = None,
     ) -> int:
-        """Write a Spark DataFrame: Spark writes the Parquet, delta-rs commits it in ONE
-        commit (with app transactions). mode "append" or "overwrite"; with "overwrite",
-        `replace_where` (partition filters such as [("cluster", "=", "prod")]) limits the
-        replacement to those partitions. `partition_by` applies when the table is created.
-        New nullable columns of `df` are added to the table (schema evolution)."""
+        """Write a Spark DataFrame with delta-spark in ONE commit, with its positions (as
+        delta-spark's idempotent-write options). mode "append" or "overwrite" (the whole
+        table). `partition_by` applies when the table is created. New nullable columns of
+        `df` are added to the table (schema evolution). Returns the table version."""
         if mode not in ("append", "overwrite"):
             raise LakeError(f"write mode must be append or overwrite, not {mode!r}")
-        schema = sparkio.arrow_schema(df.schema)
-        self.create(name, schema, partition_by)
-        dt = self.table(name)
-        table_schema = pa.schema(dt.schema().to_arrow())
-        parts = list(dt.metadata().partition_columns)
-        actions = sparkio.write_files(self.spark, _conform_df(df, table_schema), self.uri(name), dt.to_pyarrow_dataset().filesystem, parts)
-        dt.create_write_transaction(
-            actions,
-            mode=mode,
-            schema=table_schema,
-            partition_by=parts or None,
-            partition_filters=list(replace_where) if replace_where else None,
-            commit_properties=_commit(app_transactions, metadata),
-        )
+        self.create(name, sparkio.arrow_schema(df.schema), partition_by)
+        writer = _conform_df(df, self.schema(name)).write.format("delta").mode(mode)
+        txn = self._run(name, positions)
+        if txn:
+            writer = writer.option("txnAppId", txn[0]).option("txnVersion", txn[1])
+        writer.save(self.spark_uri(name))
         return self.version(name)
 
     def files_added_since(self, name: str, version: int | None) -> list[str]:
@@ -492,25 +483,23 @@ class Lake:
         keys,
         key_columns: Sequence[str],
         partition_by: Sequence[str] | None = None,
-        app_transactions: Mapping[str, int] | None = None,
+        positions: Positions | None = None,
         key_partitions: set[tuple] | None = None,
     ) -> int:
         """Replace every row whose `key_columns` match a row of `keys` (a Spark DataFrame)
-        by the rows of `df`, in ONE Delta commit (copy-on-write delete + insert).
+        by the rows of `df`, in ONE delta-spark MERGE, with its positions.
 
-        The data files holding any key are found with Spark (`_metadata.file_path`, semi
-        join on the keys: keys are data, never spliced into SQL, so untrusted strings are
-        safe); their rows without a key are rewritten together with `df`; the commit removes
-        those files and adds the new ones, with `app_transactions`. A key without rows in
-        `df` is deleted. Every row of `df` must carry a key of `keys` (else a later replace
-        of that key finds it, but this one does not remove its older copies). Only files of
-        the partitions (of partition columns among `key_columns`) the keys name are read.
-        Creates the table (partitioned by `partition_by`) when missing. Keys are compared
-        null-safely. Returns the table version (unchanged when there was nothing to do).
-        `key_partitions`: the keys' values of the partition columns among `key_columns` (in
-        partition-column order, as strings), when the caller knows them: saves a Spark job.
+        The MERGE's source is `df`'s rows (to insert) and the distinct keys (to delete):
+        a target row matching a delete key is deleted, an insert row never matches and is
+        inserted, so a key's old rows go and its new ones come in one commit. A key without
+        rows in `df` is deleted. Every row of `df` must carry a key of `keys`. Keys are data
+        (compared null-safely in the plan), never spliced into SQL, so untrusted strings are
+        safe. Creates the table (partitioned by `partition_by`) when missing.
+        `key_partitions`: the keys' values of the table's partition columns among
+        `key_columns` (in partition-column order), when the caller knows them: the MERGE
+        then reads only those partitions of the table. Returns the table version.
         """
-        from deltalake.transaction import RemoveAction
+        from delta.tables import DeltaTable as SparkDeltaTable
         from pyspark.sql import functions as F
 
         key_columns = list(key_columns)
@@ -520,91 +509,36 @@ class Lake:
         if missing:
             raise LakeError(f"replace_rows on {name}: key column(s) {missing} missing from the rows or the keys")
         self.create(name, sparkio.arrow_schema(df.schema), partition_by)
-        dt = self.table(name)
-        table_schema = pa.schema(dt.schema().to_arrow())
-        parts = list(dt.metadata().partition_columns)
-        keys = keys.select(*[F.col(f"`{c}`") for c in key_columns]).distinct()
-
-        candidates = self._files_for_keys(name, dt, keys, key_columns, parts, key_partitions)
-        removes, old_rows = [], None
-        if candidates:
-            holding = self._files_holding(name, table_schema, parts, candidates, keys, key_columns)
-            if holding:
-                files = [candidates[p]["uri"] for p in holding]
-                kept = sparkio.read_files(self.spark, self.uri(name), files, table_schema, parts)
-                old_rows = kept.join(F.broadcast(keys), _null_safe_on(kept, keys, key_columns), "left_anti")
-                now = int(time.time() * 1000)
-                for p in holding:
-                    a = candidates[p]
-                    # delta-rs percent-encodes action paths itself: give it the file's own path.
-                    removes.append(RemoveAction(path=p, data_change=True, deletion_timestamp=now,
-                                                size=a["size"], partition_values=a["partition_values"]))
-        out = _conform_df(df, table_schema)
-        if old_rows is not None:
-            out = out.unionByName(old_rows.select(*out.columns))
-        adds = sparkio.write_files(self.spark, out, self.uri(name), dt.to_pyarrow_dataset().filesystem, parts)
-        if not adds and not removes and not app_transactions:
-            return dt.version()
-        dt.create_write_transaction(
-            [*removes, *adds],
-            mode="append",
-            schema=table_schema,
-            partition_by=parts or None,
-            commit_properties=_commit(app_transactions, None),
-        )
+        table_schema = self.schema(name)
+        rows = _conform_df(df, table_schema).withColumn(_DELETE, F.lit(False))
+        gone = _conform_df(keys.select(*[F.col(f"`{c}`") for c in key_columns]).distinct(), table_schema)
+        source = rows.unionByName(gone.withColumn(_DELETE, F.lit(True)))
+        on = F.col(f"s.{_DELETE}")
+        for c in key_columns:
+            on = on & F.col(f"t.`{c}`").eqNullSafe(F.col(f"s.`{c}`"))
+        parts = [c for c in self.partition_by(name) if c in key_columns]
+        if key_partitions is not None and parts:
+            wanted = sorted({tuple(t) for t in key_partitions}, key=repr)
+            if len(parts) == 1:
+                on = on & F.col(f"t.`{parts[0]}`").isin([t[0] for t in wanted])
+        merge = (SparkDeltaTable.forPath(self.spark, self.spark_uri(name)).alias("t")
+                 .merge(source.alias("s"), on)
+                 .whenMatchedDelete()
+                 .whenNotMatchedInsert(condition=~F.col(f"s.{_DELETE}"),
+                                       values={f"`{f.name}`": F.col(f"s.`{f.name}`") for f in table_schema}))
+        txn = self._run(name, positions)
+        with _MERGE_TXN:
+            conf = self.spark.conf
+            if txn:
+                conf.set("spark.databricks.delta.write.txnAppId", txn[0])
+                conf.set("spark.databricks.delta.write.txnVersion", str(txn[1]))
+            try:
+                merge.execute()
+            finally:
+                if txn:
+                    conf.unset("spark.databricks.delta.write.txnAppId")
+                    conf.unset("spark.databricks.delta.write.txnVersion")
         return self.version(name)
-
-    def _files_for_keys(self, name: str, dt: DeltaTable, keys, key_columns: list[str], parts: list[str],
-                        known: set[tuple] | None = None) -> dict[str, dict]:
-        """Data files (relative path → path, uri, size, partition values) that may hold a
-        key: when partition columns are key columns, only the partitions the keys name."""
-        actions = pa.table(dt.get_add_actions(flatten=False)).to_pylist()
-        if not actions:
-            return {}
-        # Prune by partition only on string/integer partition columns: their log text is
-        # str(value) (other types have their own serialization; those read every file).
-        schema = pa.schema(dt.schema().to_arrow())
-        key_parts = [c for c in parts if c in key_columns
-                     and (pa.types.is_string(schema.field(c).type) or pa.types.is_large_string(schema.field(c).type)
-                          or pa.types.is_integer(schema.field(c).type))]
-        wanted = None
-        if key_parts and known is not None and len(key_parts) == len([c for c in parts if c in key_columns]):
-            wanted = {tuple(None if v is None else str(v) for v in t) for t in known}
-        elif key_parts:
-            # The distinct partition values of the keys: a handful (clusters), fine to collect.
-            wanted = {tuple(None if r[c] is None else str(r[c]) for c in key_parts)
-                      for r in keys.select(*[f"`{c}`" for c in key_parts]).distinct().collect()}
-        found = {}
-        for a in actions:
-            pv = a.get("partition") or {}
-            if wanted is not None:
-                value = tuple(_partition_text(pv.get(c)) for c in key_parts)
-                if value not in wanted:
-                    continue
-            # The log's path is the percent-encoded file path under the table root.
-            on_disk = unquote(a["path"])
-            found[on_disk] = {"path": a["path"], "uri": f"{self.uri(name)}/{on_disk}", "size": a["size_bytes"],
-                              "partition_values": {k: _partition_text(v) for k, v in pv.items()}}
-        return found
-
-    def _files_holding(self, name: str, table_schema: pa.Schema, parts: list[str], candidates: dict, keys, key_columns: list[str]) -> list[str]:
-        """Which of the candidate files hold at least one key (one Spark job: the key
-        columns and the file path of each row, semi-joined with the broadcast keys)."""
-        from pyspark.sql import functions as F
-
-        df = sparkio.read_files(self.spark, self.uri(name), [c["uri"] for c in candidates.values()], table_schema, parts)
-        df = df.select(*[F.col(f"`{c}`") for c in key_columns], F.col("_metadata.file_path").alias("__file"))
-        hits = df.join(F.broadcast(keys), _null_safe_on(df, keys, key_columns), "left_semi").select("__file").distinct().collect()
-        depth = len(parts) + 1  # data files sit directly in their col=value/... folders
-        holding = []
-        for row in hits:
-            # Spark reports the percent-encoded URI of the file; its last components are the
-            # file's path under the table root.
-            rel = "/".join(_decoded(row["__file"]).split("/")[-depth:])
-            if rel not in candidates:
-                raise LakeError(f"table {name}: Spark read a file the log does not list ({row['__file']})")
-            holding.append(rel)
-        return sorted(holding)
 
     def register_views(self, spark=None) -> list[str]:
         """Register every table as a Spark temp view by its name; returns the names."""
@@ -635,15 +569,21 @@ class Lake:
         v = dt.version() if version is None else version
         return txlog.rows_added(dt.to_pyarrow_dataset().filesystem, v)
 
-    # ----------------------------------------------------------------- app transactions
-    def app_version(self, name: str, app_id: str) -> int | None:
-        return self.table(name).transaction_version(app_id)
+    # ----------------------------------------------------------------- positions
+    def _run(self, name: str, positions: Positions | None) -> tuple[str, int] | None:
+        """Record `positions` in the ledger as a new run; the (writer, run) its commit carries."""
+        if positions is None:
+            return None
+        current = self.table(name).transaction_version(positions.writer)
+        if positions.partial and current is not None:
+            merged = {**self.ledger.values(positions.writer, current), **positions.values}
+            positions = Positions(positions.writer, merged)
+        return positions.writer, self.ledger.record(positions, after=current)
 
-    def app_versions(self, name: str, prefix: str = "", version: int | None = None) -> dict[str, int]:
-        """Every app id (starting with `prefix`) → its version, as of the table version."""
-        dt = self.table(name, version)
-        found = txlog.app_transactions(dt.to_pyarrow_dataset().filesystem, version)
-        return {k: v for k, v in found.items() if k.startswith(prefix)}
+    def positions(self, name: str, writer: str, version: int | None = None) -> dict[str, int]:
+        """The positions `writer`'s last commit to `name` (as of `version`) carried; {} if none."""
+        run = self.table(name, version).transaction_version(writer)
+        return {} if run is None else self.ledger.values(writer, run)
 
 
 def _compatible(have: pa.DataType, given: pa.DataType) -> bool:
@@ -678,6 +618,10 @@ def _anti_join(data: pa.Table, existing: pa.Table, key: list[str]) -> pa.Table:
     return data.take(kept.take(pc.sort_indices(kept))) if len(kept) != data.num_rows else data
 
 
+# The MERGE source's marker column: true on a key to delete, false on a row to insert.
+_DELETE = "__rebalance_audit_delete"
+
+
 def _conform_df(df, table_schema: pa.Schema):
     """`df`'s columns in the table's order and types; columns it lacks are nulls."""
     from pyspark.sql import functions as F
@@ -690,14 +634,6 @@ def _conform_df(df, table_schema: pa.Schema):
     return df.select(*cols)
 
 
-def _null_safe_on(left, right, columns: list[str]):
-    cond = None
-    for c in columns:
-        t = left[f"`{c}`"].eqNullSafe(right[f"`{c}`"])
-        cond = t if cond is None else cond & t
-    return cond
-
-
 def _decoded(path: str) -> str:
     """A file path or URI without scheme and percent-encoding, for comparing the log's
     paths with the ones Spark reports (`file:/x`, `file:///x`, `/x` are the same file)."""
@@ -705,8 +641,3 @@ def _decoded(path: str) -> str:
     if p.startswith("file:"):
         p = "/" + p[len("file:"):].lstrip("/")
     return p
-
-
-def _partition_text(v) -> str | None:
-    # The log stores partition values as strings (null for the Hive null partition).
-    return None if v is None else str(v)

@@ -19,6 +19,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from pipelines.lake import Positions
 from pipelines.silver import decode_job, schemas
 
 log = logging.getLogger(__name__)
@@ -45,8 +46,13 @@ def _consumed(lake, table: str, source: str) -> int:
     """The bronze version `table` has consumed up to (-1: nothing yet)."""
     if not lake.exists(table):
         return -1
-    version = lake.app_version(table, APP_PREFIX + source)
+    version = lake.positions(table, APP_PREFIX + source).get(APP_PREFIX + source)
     return -1 if version is None else int(version)
+
+
+def _position(source: str, version: int) -> Positions:
+    """A silver table's position in one bronze source (its writer: silver:<source>)."""
+    return Positions(APP_PREFIX + source, {APP_PREFIX + source: version})
 
 
 def _increment(lake, source: str, since: int, upto: int) -> DataFrame:
@@ -64,7 +70,7 @@ def _write(lake, run: SilverRun, table: str, df: DataFrame, source: str, partiti
     # One Spark job: the rows written are counted from the new files' statistics, not by a
     # second pass over `df`.
     before = _rows_in(lake, table)
-    lake.write_df(table, df, mode="append", partition_by=list(partition_by), app_transactions={APP_PREFIX + source: run.bronze_version})
+    lake.write_df(table, df, mode="append", partition_by=list(partition_by), positions=_position(source, run.bronze_version))
     run.rows_written[table] = run.rows_written.get(table, 0) + _rows_in(lake, table) - before
 
 
@@ -73,7 +79,7 @@ def _advance(lake, table: str, schema, source: str, version: int) -> None:
     the next run does not read this increment again."""
     if not lake.exists(table):
         lake.create(table, schema, partition_by=["cluster"])
-    lake.append(table, schema.empty_table(), app_transactions={APP_PREFIX + source: version})
+    lake.append(table, schema.empty_table(), positions=_position(source, version))
 
 
 def _quarantine(lake, run: SilverRun, errors: DataFrame) -> None:
@@ -272,13 +278,13 @@ def rebuild_target_assignments(lake) -> int:
     if not lake.exists("target_assignment_epochs"):
         return 0
     versions = {APP_PREFIX + t: lake.version(t) for t in TARGET_INPUTS if lake.exists(t)}
-    if lake.exists(DERIVED_KIP848) and lake.app_versions(DERIVED_KIP848, APP_PREFIX) == versions:
+    if lake.exists(DERIVED_KIP848) and lake.positions(DERIVED_KIP848, APP_PREFIX + DERIVED_KIP848) == versions:
         return 0
     topic_ids = lake.read("topic_ids") if lake.exists("topic_ids") else None
     df = decode_job.materialize_target_assignments(
         lake.read("target_assignment_epochs"), lake.read("target_assignment_member_deltas"), topic_ids
     )
-    lake.write_df(DERIVED_KIP848, df, mode="overwrite", partition_by=["cluster"], app_transactions=versions)
+    lake.write_df(DERIVED_KIP848, df, mode="overwrite", partition_by=["cluster"], positions=Positions(APP_PREFIX + DERIVED_KIP848, versions))
     return _rows_in(lake, DERIVED_KIP848)
 
 

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 from pyspark.sql import functions as F
 
+from pipelines.lake import Positions
+
 from .protocols import DEFAULT_ASSIGNORS
 from .spark_job import (WhatifInputs, check_assignors, collect_counts, merge_counts, replay_table, split,
                         topic_count_rows)
@@ -37,6 +39,7 @@ OUTPUTS = ("whatif_episodes", "whatif_summary")
 COUNTS = "whatif_topic_counts"
 COUNTS_SCHEMA = pa.schema([pa.field("cluster", pa.string()), pa.field("topic", pa.string()),
                            pa.field("seen", pa.int32()), pa.field("stored", pa.int32())])
+WRITER = "whatif"  # the writer of the what-if tables' positions (pipelines/lake/positions.py)
 APP = "whatif:"
 ASSIGNORS_APP = APP + "assignors"
 KEYS = ["cluster", "group_id"]
@@ -61,7 +64,7 @@ def stored_positions(lake) -> dict[str, int] | None:
     """The positions the what-if tables agree on, or None (missing, or a crash between commits)."""
     if not all(lake.exists(t) for t in (*OUTPUTS, COUNTS)):
         return None
-    found = [lake.app_versions(t, prefix=APP) for t in (*OUTPUTS, COUNTS)]
+    found = [lake.positions(t, WRITER) for t in (*OUTPUTS, COUNTS)]
     if not found[0] or any(f != found[0] for f in found[1:]):
         return None
     return found[0]
@@ -78,7 +81,7 @@ def _write_counts(lake, counts: dict, positions: dict[str, int]) -> None:
     rows = [{"cluster": c, "topic": t, "seen": v[0], "stored": v[1]}
             for c in sorted(counts) for t, v in sorted(counts[c].items())]
     lake.create(COUNTS, COUNTS_SCHEMA, partition_by=None, description="what-if: partition counts per cluster and topic")
-    lake.overwrite_where(COUNTS, pa.Table.from_pylist(rows, schema=COUNTS_SCHEMA), "true", app_transactions=positions)
+    lake.overwrite_where(COUNTS, pa.Table.from_pylist(rows, schema=COUNTS_SCHEMA), "true", positions=Positions(WRITER, positions))
 
 
 def _counter(spark):
@@ -112,7 +115,7 @@ def _rebuild(lake, inp: WhatifInputs, assignors: list[str], positions: dict[str,
     combined = replay_table(inp, assignors, counts, counter=acc).cache()
     episodes, summary = split(combined)
     for name, df in (("whatif_episodes", episodes), ("whatif_summary", summary)):
-        lake.write_df(name, df, mode="overwrite", partition_by=["cluster"], app_transactions=positions)
+        lake.write_df(name, df, mode="overwrite", partition_by=["cluster"], positions=Positions(WRITER, positions))
     combined.unpersist()
     _write_counts(lake, counts, positions)
     return WhatifRun("full", {"whatif_episodes": acc[0].value, "whatif_summary": acc[1].value})
@@ -163,7 +166,7 @@ def _increment(lake, inp: WhatifInputs, assignors: list[str], positions: dict[st
     full_clusters = sorted(c for c in counts if counts[c] != old.get(c))
     if not touched and not full_clusters:
         for name in OUTPUTS:  # only the positions move on
-            lake.append(name, lake.schema(name).empty_table(), app_transactions=positions)
+            lake.append(name, lake.schema(name).empty_table(), positions=Positions(WRITER, positions))
         _write_counts(lake, counts, positions)
         return WhatifRun("incremental", {t: 0 for t in OUTPUTS}, 0)
 
@@ -196,7 +199,7 @@ def _increment(lake, inp: WhatifInputs, assignors: list[str], positions: dict[st
         key_set |= set(zip(old_keys.column("cluster").to_pylist(), old_keys.column("group_id").to_pylist()))
     keys = spark.createDataFrame(sorted(key_set), "cluster string, group_id string")
     for name, df in (("whatif_episodes", episodes), ("whatif_summary", summary)):
-        lake.replace_rows(name, df, keys, KEYS, partition_by=["cluster"], app_transactions=positions,
+        lake.replace_rows(name, df, keys, KEYS, partition_by=["cluster"], positions=Positions(WRITER, positions),
                           key_partitions={(c,) for c, _ in key_set})
     combined.unpersist()
     _write_counts(lake, counts, positions)

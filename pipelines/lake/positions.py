@@ -1,0 +1,111 @@
+"""Positions: what a table has consumed of its inputs, committed together with its rows.
+
+A writer that reads inputs incrementally (bronze from Kafka offsets, silver from bronze
+versions, gold and what-if from silver versions, quality from every table) keeps, per
+table it writes, a map {key: value} of how far it has read. The map must move in the
+same atomic commit as the rows, or a crash between the two loses or doubles rows.
+
+Delta's way to tie a position to a commit is a transaction identifier (`txn`: app id,
+version), and delta-spark writes exactly one per commit (its idempotent writes,
+`txnAppId`/`txnVersion`); a writer tracks several inputs. So, as Structured Streaming does
+with its offsets log beside a Delta sink:
+
+1. the writer's positions are recorded as run N in the ledger (`_positions`, a small
+   Delta table under the lake root) first;
+2. the table's commit then carries `txn(app id = writer, version = N)`: delta-spark's
+   idempotent-write options on the Spark side, delta-rs's commit properties on the Arrow
+   side (bronze ingestion, which starts no JVM).
+
+A crash between 1 and 2 leaves run N named by no table: the table's positions stay those
+of its last commit and the work is done again. After 2, run N is in both. Run numbers
+grow per writer (above the table's own last run, so delta-spark never skips the write as
+already done), and a `txn` lives in every checkpoint of the table, so a position outlasts
+any log clean-up.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+
+LEDGER = "_positions"
+SCHEMA = pa.schema([
+    pa.field("writer", pa.string()),
+    pa.field("run", pa.int64()),
+    pa.field("key", pa.string()),
+    pa.field("value", pa.int64()),
+    pa.field("recorded_at", pa.timestamp("us", tz="UTC")),
+])
+# Every record is one small file; past this many the ledger is compacted (a lookup reads
+# every file's footer).
+COMPACT_AFTER_FILES = 64
+
+
+@dataclass(frozen=True)
+class Positions:
+    """The positions a commit moves: `writer` (one per job, e.g. "gold" or "kafka:prod";
+    a table keeps each writer's positions apart) and its {key: value} map."""
+
+    writer: str
+    values: Mapping[str, int] = field(default_factory=dict)
+    # True: `values` updates the writer's last positions on the table (keys not named keep
+    # theirs), as a Kafka read that moved some partitions; False: `values` is the whole map.
+    partial: bool = False
+
+
+class PositionsLost(RuntimeError):
+    """A table names a run the ledger does not hold: its positions cannot be known."""
+
+
+class Ledger:
+    """The `_positions` table of one lake (delta-rs: recorded before any JVM starts)."""
+
+    def __init__(self, root: str, storage_options: Mapping[str, str] | None):
+        self.uri = f"{root}/{LEDGER}"
+        self.storage_options = dict(storage_options) if storage_options else None
+        self._last: dict[str, int] = {}
+
+    def _table(self):
+        from deltalake import DeltaTable
+
+        if not DeltaTable.is_deltatable(self.uri, storage_options=self.storage_options):
+            DeltaTable.create(self.uri, schema=SCHEMA, mode="ignore", name=LEDGER,
+                              description="rebalance-audit: positions of each writer's runs (see pipelines/lake/positions.py)",
+                              storage_options=self.storage_options)
+        return DeltaTable(self.uri, storage_options=self.storage_options)
+
+    def record(self, positions: Positions, after: int | None) -> int:
+        """Record `positions` as a new run of its writer, numbered above `after` (the
+        table's last run of this writer) and above any earlier run of this process."""
+        from deltalake import write_deltalake
+
+        run = max(time.time_ns() // 1000, (after if after is not None else -1) + 1,
+                  self._last.get(positions.writer, -1) + 1)
+        now = time.time_ns() // 1000
+        # An empty map is still one row (key null): a run must be findable to be trusted.
+        keys = sorted(positions.values) or [None]
+        rows = pa.table({
+            "writer": pa.array([positions.writer] * len(keys), pa.string()),
+            "run": pa.array([run] * len(keys), pa.int64()),
+            "key": pa.array(keys, pa.string()),
+            "value": pa.array([None if k is None else int(positions.values[k]) for k in keys], pa.int64()),
+            "recorded_at": pa.array([now] * len(keys), pa.timestamp("us", tz="UTC")),
+        }, schema=SCHEMA)
+        dt = self._table()
+        write_deltalake(dt, rows, mode="append")
+        if len(dt.file_uris()) > COMPACT_AFTER_FILES:
+            dt.optimize.compact()
+        self._last[positions.writer] = run
+        return run
+
+    def values(self, writer: str, run: int) -> dict[str, int]:
+        """The positions recorded as `writer`'s run `run`."""
+        found = self._table().to_pyarrow_dataset().to_table(
+            columns=["key", "value"], filter=(ds.field("writer") == writer) & (ds.field("run") == run))
+        if not found.num_rows:
+            raise PositionsLost(f"the lake's {LEDGER} table holds no run {run} of {writer!r}: "
+                                f"positions lost (restore {LEDGER} or rebuild the tables it fed)")
+        return {k: v for k, v in zip(found.column("key").to_pylist(), found.column("value").to_pylist()) if k is not None}

@@ -1,0 +1,40 @@
+"""Run as a script in a fresh process: open Delta tables with plain delta-spark (a session
+with only Delta's JARs, extension and catalog, none of rebalance-audit's settings) and
+print, per table, its rows in a canonical form and its `DESCRIBE HISTORY` operations.
+
+    python tests/delta_engines_probe.py PATH... > out.json
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+from tests_canonical import canonical  # noqa: E402  (tests/ is on sys.path as the script's folder)
+
+
+def main(paths: list[str]) -> None:
+    from pyspark.sql import SparkSession
+
+    from pipelines.spark import delta_jars
+
+    spark = (SparkSession.builder.master("local[1]").appName("plain-delta-spark")
+             .config("spark.jars", ",".join(delta_jars()))
+             .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+             .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+             .config("spark.sql.session.timeZone", "UTC")
+             .config("spark.ui.enabled", "false")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    from delta.tables import DeltaTable
+
+    out = {}
+    for path in paths:
+        df = spark.read.format("delta").load(path)
+        rows = [canonical(r.asDict(recursive=True)) for r in df.collect()]
+        history = DeltaTable.forPath(spark, path).history().orderBy("version").collect()
+        out[path] = {"rows": sorted(rows), "history": [[h["version"], h["operation"]] for h in history]}
+    json.dump(out, sys.stdout)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
