@@ -63,7 +63,7 @@ class SuiteOutcome:
     clusters: list[str] = field(default_factory=list)
     ge_result: object | None = None
     checked: str = incremental.FULL              # how: full, incremental since vN, unchanged since vN, empty
-    positions: dict[str, int] = field(default_factory=dict)  # app transactions recording this check
+    positions: dict[str, int] = field(default_factory=dict)  # positions recording this check
 
     @property
     def success(self) -> bool:

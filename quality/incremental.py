@@ -2,7 +2,7 @@
 
 A check that rescans every table on every run costs more as history grows, and a
 15-minute schedule on a quiet cluster would rescan everything for nothing. So each
-check remembers what it verified, as Delta app transactions in the same `quality_results`
+check remembers what it verified, as positions (writer `quality`) in the same `quality_results`
 commit as its results:
 
 * `quality:<table>` = the table version the last check passed at (-1: it did not pass),
@@ -63,7 +63,7 @@ def fingerprint(suite: Suite, params: Mapping[str, float]) -> int:
 
 @dataclass(frozen=True)
 class Checked:
-    """What the last check of one table verified (from the app transactions)."""
+    """What the last check of one table verified (from the positions)."""
 
     version: int                    # table version of the last passing check, -1: it failed
     suite: int                      # suite fingerprint
@@ -71,7 +71,7 @@ class Checked:
 
 
 def load(lake, results_table: str) -> dict[str, Checked]:
-    """Every table's last check, from `results_table`'s app transactions (no scan)."""
+    """Every table's last check, from `results_table`'s positions (no scan)."""
     if not lake.exists(results_table):
         return {}
     apps = lake.positions(results_table, WRITER)
@@ -86,7 +86,7 @@ def load(lake, results_table: str) -> dict[str, Checked]:
 
 
 def positions(table: str, passed: bool, version: int, suite: int, reads: Mapping[str, int]) -> dict[str, int]:
-    """The app transactions recording one table's check."""
+    """The positions recording one table's check."""
     out = {f"{APP}{table}": version if passed else -1, f"{APP}{table}{SUITE_SUFFIX}": suite,
            f"{APP}{table}{ABSENT_SUFFIX}": 0}
     out.update({f"{APP}{table}{READ_SEP}{other}": v for other, v in reads.items()})
@@ -94,7 +94,7 @@ def positions(table: str, passed: bool, version: int, suite: int, reads: Mapping
 
 
 def absent_positions(table: str) -> dict[str, int]:
-    """The app transaction recording that `table` did not exist when it was checked."""
+    """The position recording that `table` did not exist when it was checked."""
     return {f"{APP}{table}{ABSENT_SUFFIX}": 1}
 
 

@@ -79,7 +79,7 @@ def _said_already(outcome: SuiteOutcome, recorded: dict[str, int]) -> bool:
 
 def append_results(lake, outcomes: list[SuiteOutcome], run_id: str, data_docs: str | None) -> int:
     """Append the outcomes to the lake's quality_results table, with what each check verified
-    as app transactions in the same commit (quality.incremental); returns the rows written.
+    as positions in the same commit (quality.incremental); returns the rows written.
     Checks that say nothing new (`_said_already`) append nothing: a run with nothing new
     leaves the table at its version."""
     lake.create(TABLE, SCHEMA, ["cluster"], description="one quality expectation's result per run, table and cluster")

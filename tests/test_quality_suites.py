@@ -6,7 +6,8 @@ naming the broken row's key.
 One lake holds every recording (tests/recordings_lake.py); gold and what-if tables are
 added with their own runners (`pipelines.gold.runner.update_gold`, `pipelines.whatif
 .spark_job.update_whatif`). All tables are checked in one `check_tables` call, and all
-broken copies in another, to keep the number of Spark jobs small.
+broken copies in another, to keep the number of Spark jobs small. The same lake is opened
+by a fresh process with plain delta-spark and compared with delta-rs's read of every table.
 """
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Which groups a gold run must recompute, and where each gold table stands.
 
-Every gold table's commit carries app transactions (Delta `txn`, same commit as its rows):
+Every gold table's commit carries gold's positions (writer `gold`, pipelines/lake/positions.py;
+same commit as its rows):
 
 * `gold:<input>` = the Delta version of each input table the run read;
 * `gold:params` = a fingerprint (crc32) of the GoldParams and any per-run cluster settings;
@@ -80,7 +81,7 @@ class Plan:
     reason: str
     versions: dict[str, int] = field(default_factory=dict)  # tracked input → version read
     since: dict[str, int] = field(default_factory=dict)  # tracked input → smallest gold position (-1: none)
-    positions: dict[str, int] = field(default_factory=dict)  # app transactions for this run's commits
+    positions: dict[str, int] = field(default_factory=dict)  # positions for this run's commits
 
 
 def plan(lake, gold_tables: Iterable[str], params: GoldParams, cluster_settings: Iterable[Mapping] | None) -> Plan:

@@ -4,7 +4,7 @@ Gold is a function of silver, recomputed per consumer group (`incremental.py`): 
 the groups the silver rows added since the last run touch, rebuilds every gold table for
 those groups only from their whole silver history, and replaces their rows by (cluster,
 group_id) in one commit per table (`Lake.replace_rows`), with the input versions it read as
-app transactions. Nothing new: no Spark job, no commit. The first run, and any run after
+positions. Nothing new: no Spark job, no commit. The first run, and any run after
 the parameters, the cluster settings or an input's history changed, rebuilds everything
 (each table overwritten). Either way the tables equal a rebuild from scratch.
 

@@ -5,7 +5,8 @@
   delivers control records, and with read_committed it drops aborted transactional
   records: aborted offset commits never reach bronze from this path.
 * Exactly once: the position of each partition (the next offset to read) is stored as a
-  Delta app transaction `kafka:<cluster>:<partition>` in the SAME commit as the rows read
+  position `kafka:<cluster>:<partition>` (writer `kafka:<cluster>`, pipelines/lake/positions.py)
+  committed with the rows read
   up to it. A run resumes from those positions; a crash anywhere either committed rows and
   positions together or neither. Rows are also keyed by (cluster, partition, offset), so
   even a position lost some other way cannot duplicate a row.

@@ -1,8 +1,8 @@
 """Silver, incrementally: decode only what bronze gained since the last run.
 
 Every bronze row carries the bronze table version that committed it (`ingest_version`).
-Each silver table remembers, as a Delta app transaction in the same commit as its rows,
-the bronze version it has consumed up to (app id `silver:<bronze table>`). A run reads
+Each silver table remembers, as a position committed with its rows (writer and key
+`silver:<bronze table>`, pipelines/lake/positions.py), the bronze version it has consumed up to. A run reads
 the bronze rows with a higher `ingest_version`, decodes them once, and appends to each
 silver table that has not consumed them yet. A crash between two silver tables leaves
 each at its own position; the next run redoes exactly the missing part.
@@ -273,7 +273,7 @@ def rebuild_target_assignments(lake) -> int:
     """`target_assignments` from the epoch and delta tables, replaced whole when they changed
     (KIP-848 records are few); returns the rows written (0: inputs unchanged, nothing done).
 
-    The versions of the inputs it was built from ride along as app transactions
+    The versions of the inputs it was built from ride along as its positions
     (`silver:<input>`), so an unchanged input costs no Spark job."""
     if not lake.exists("target_assignment_epochs"):
         return 0

@@ -13,7 +13,7 @@ count Kafka stored) and nothing else. So a run replays:
   disagree between the what-if tables (first run, or a crash between their commits).
 
 Each what-if table stores, in the same Delta commit as its rows, the version of each input
-table it reflects (app transactions `whatif:<table>`) and a fingerprint of the assignor list
+table it reflects (positions `whatif:<table>` of the writer `whatif`) and a fingerprint of the assignor list
 (`whatif:assignors`). The partition counts are kept in `whatif_topic_counts` (cluster,
 topic, seen, stored) with the same positions: counts are maxima over append-only tables, so
 the previous counts merged with the increment's equal the counts over everything.
