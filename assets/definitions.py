@@ -1,4 +1,4 @@
-"""Every rebalance-audit asset, resource, schedule and sensor (loaded by workspace.yaml).
+"""Every rebalance-audit asset, job, resource, schedule and sensor (loaded by workspace.yaml).
 
 Settings come from the environment so `dagster dev` needs no code change:
 
@@ -19,6 +19,7 @@ from dagster import Definitions, EnvVar
 from assets.automation import every_15_minutes, new_source_files, refresh_job
 from assets.bronze import bronze_ingest
 from assets.gold import GOLD_ASSETS
+from assets.maintenance import maintain_job, maintain_weekly
 from assets.resources import KafkaResource, LakeResource, SourcesResource, SparkResource, env_paths
 from assets.silver import events_silver, offsets_silver, target_assignments_silver
 from assets.whatif import WHATIF_ASSETS
@@ -69,7 +70,7 @@ defs = Definitions(
     assets=ALL_ASSETS,
     asset_checks=ALL_CHECKS,
     resources=default_resources(),
-    jobs=[refresh_job],
-    schedules=[every_15_minutes],
+    jobs=[refresh_job, maintain_job],
+    schedules=[every_15_minutes, maintain_weekly],
     sensors=[new_source_files],
 )

@@ -18,8 +18,14 @@ For each size, the simulator (pipelines/simulator) writes segments + server.log,
                          second of a full what-if rebuild of the lake, Spark included
                          (bench_whatif.lake_throughput, run last, in its own process)
 
+With `--compare-with REV` every size is measured a second time, in the same invocation and on
+the same simulated data, with the code of git revision REV (exported with `git archive` into
+the work folder and run with this checkout's virtualenv): e.g. the delta-rs bridge (01aff37,
+the last commit before delta-spark). Its figures go to `baselines[REV]` in the results file.
+
     .venv/bin/python bench/bench_pipeline.py --sizes small
     .venv/bin/python bench/bench_pipeline.py --sizes small,medium --keep /tmp/bench
+    .venv/bin/python bench/bench_pipeline.py --sizes medium,large --compare-with 01aff37 --keep /tmp/bench
 """
 from __future__ import annotations
 
@@ -73,14 +79,15 @@ def proc_tree_rss(pid: int) -> int:
     return total
 
 
-def timed_run(cmd: list[str], outcome: dict | None = None, stderr_log: Path | None = None) -> tuple[float, int]:
+def timed_run(cmd: list[str], outcome: dict | None = None, stderr_log: Path | None = None,
+              env: dict | None = None) -> tuple[float, int]:
     """(wall seconds, peak tree RSS bytes) of a command; raises if it fails. Its whole stderr
     (Spark's and Dagster's logs) is kept in `stderr_log` when given, its stdout beside it.
 
     A `run` whose pipeline completed but whose blocking quality checks failed exits 1: that
     is a finding about the data, recorded in `outcome["checks"]`, not a failed benchmark."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     peak = [0]
     done = threading.Event()
 
@@ -128,9 +135,37 @@ def parse_rate(root: Path) -> tuple[int, float]:
     return lines, lines / (time.perf_counter() - t0)
 
 
-def run_cmd(lake: Path, *paths: Path) -> list[str]:
-    exe = str(ROOT / ".venv" / "bin" / "rebalance-audit")
-    cmd = [exe, "run", "--lake", str(lake), "--spark-master", "local[2]", "--timings"]
+class Code:
+    """The code a pipeline run uses: this checkout, or an exported revision run with this
+    checkout's virtualenv (its packages first on PYTHONPATH, ahead of the editable install)."""
+
+    def __init__(self, root: Path = ROOT, label: str = "current"):
+        self.root, self.label = root, label
+
+    @classmethod
+    def export(cls, rev: str, work: Path) -> "Code":
+        commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", rev], check=True,
+                                capture_output=True, text=True).stdout.strip()
+        root = work / f"code-{commit}"
+        if not root.is_dir():
+            root.mkdir(parents=True)
+            archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit], check=True, capture_output=True)
+            subprocess.run(["tar", "-x", "-C", str(root)], input=archive.stdout, check=True)
+        return cls(root, commit)
+
+    def env(self) -> dict | None:
+        if self.root == ROOT:
+            return None
+        return {**os.environ, "PYTHONPATH": str(self.root)}
+
+    def python(self, *args: str) -> list[str]:
+        return [str(ROOT / ".venv" / "bin" / "python"), *args]
+
+
+def run_cmd(lake: Path, *paths: Path, code: Code | None = None) -> list[str]:
+    code = code or Code()
+    cmd = code.python("-c", "import sys; from rebalance_audit.cli import script; sys.exit(script())")
+    cmd += ["run", "--lake", str(lake), "--spark-master", "local[2]", "--timings"]
     if paths:
         cmd += ["--segments", *map(str, paths), "--logs", *map(str, paths)]
     return cmd
@@ -140,12 +175,16 @@ SIMULATED = ("commits", "generations", "records", "log_lines", "simulate_s", "se
 
 
 def bench_size(name: str, work: Path, skip_pipeline: bool, res: dict, save=lambda: None,
-               reuse_data: bool = False, increment_only: bool = False) -> dict:
+               reuse_data: bool = False, increment_only: bool = False, code: Code | None = None) -> dict:
+    code = code or Code()
     params = {**COMMON, **SIZES[name]}
     data = work / name / "data"
     extra = work / name / "extra"
-    lake = work / name / "lake"
-    full_copy = work / name / "lake-full"  # the lake right after the full run (--increment-only)
+    # Each code's lakes apart; this checkout's keep the folder names of earlier versions.
+    runs = work / name if code.root == ROOT else work / name / code.label
+    runs.mkdir(parents=True, exist_ok=True)
+    lake = runs / "lake"
+    full_copy = runs / "lake-full"  # the lake right after the full run (--increment-only)
     simulated = {k: res[k] for k in SIMULATED if k in res}
     if increment_only:
         if not full_copy.is_dir() or res.get("pipeline_s") is None:
@@ -154,7 +193,7 @@ def bench_size(name: str, work: Path, skip_pipeline: bool, res: dict, save=lambd
             shutil.rmtree(live, ignore_errors=True)
             if kept.is_dir():
                 shutil.copytree(kept, live)
-        return _increment(name, work, params, lake, extra, res, save)
+        return _increment(name, runs, params, lake, extra, res, save, code)
     reuse = reuse_data and data.is_dir() and len(simulated) == len(SIMULATED)
     for d in (extra, lake, full_copy) if reuse else (data, extra, lake, full_copy):
         shutil.rmtree(d, ignore_errors=True)
@@ -173,18 +212,19 @@ def bench_size(name: str, work: Path, skip_pipeline: bool, res: dict, save=lambd
                     "segment_mb": round(sum(p.stat().st_size for p in data.rglob("*.log")) / 2**20, 1)})
     print(f"[{name}] simulated {res['commits']:,} commits, {res['generations']:,} generations in {res['simulate_s']}s",
           file=sys.stderr)
-    n, rate = decode_rate(data)
-    res["decode_records_per_s"] = round(rate)
-    n, rate = parse_rate(data)
-    res["log_lines_per_s"] = round(rate)
-    print(f"[{name}] decode {res['decode_records_per_s']:,} rec/s, parse {res['log_lines_per_s']:,} lines/s",
-          file=sys.stderr)
+    if code.root == ROOT:  # the codec and the log parser of this checkout; a baseline compares the lake
+        n, rate = decode_rate(data)
+        res["decode_records_per_s"] = round(rate)
+        n, rate = parse_rate(data)
+        res["log_lines_per_s"] = round(rate)
+        print(f"[{name}] decode {res['decode_records_per_s']:,} rec/s, parse {res['log_lines_per_s']:,} lines/s",
+              file=sys.stderr)
     res["whatif_assignments_per_s"] = None
     save()  # figures are kept as they come: a long run cut short still reports what it measured
     if skip_pipeline:
         res.update(pipeline_s=None, peak_rss_mb=None, incremental_s=None)
         return res
-    wall, peak = timed_run(run_cmd(lake, data), res, work / name / "run-full.stderr")
+    wall, peak = timed_run(run_cmd(lake, data, code=code), res, runs / "run-full.stderr", code.env())
     res["pipeline_s"] = round(wall, 1)
     res["peak_rss_mb"] = round(peak / 2**20)
     print(f"[{name}] pipeline {wall:.1f}s, peak RSS {res['peak_rss_mb']} MB", file=sys.stderr)
@@ -195,10 +235,10 @@ def bench_size(name: str, work: Path, skip_pipeline: bool, res: dict, save=lambd
     shutil.rmtree(full_copy.with_name("report-full"), ignore_errors=True)
     if lake.with_name("report").is_dir():
         shutil.copytree(lake.with_name("report"), full_copy.with_name("report-full"))
-    return _increment(name, work, params, lake, extra, res, save)
+    return _increment(name, runs, params, lake, extra, res, save, code)
 
 
-def _increment(name: str, work: Path, params: dict, lake: Path, extra: Path, res: dict, save) -> dict:
+def _increment(name: str, runs: Path, params: dict, lake: Path, extra: Path, res: dict, save, code: Code) -> dict:
     # +1 %: 1 % more groups, simulated separately (other group ids) and ingested as a second
     # cluster of the same lake, since their __consumer_offsets offsets restart at 0.
     extra_params = {**params, "groups": max(1, params["groups"] // 100), "seed": params["seed"] + 1,
@@ -207,9 +247,10 @@ def _increment(name: str, work: Path, params: dict, lake: Path, extra: Path, res
         simulate(SimConfig(out=str(extra), **extra_params))
     # Nothing new: the fixed start-up of a run (process, imports, Dagster, GE; no JVM, since
     # a run with nothing new starts none).
-    fixed, _ = timed_run(run_cmd(lake), None, work / name / "run-fixed.stderr")
+    fixed, _ = timed_run(run_cmd(lake, code=code), None, runs / "run-fixed.stderr", code.env())
     seen: dict = {}
-    inc, _ = timed_run(run_cmd(lake, extra) + ["--cluster", "bench-extra"], seen, work / name / "run-increment.stderr")
+    inc, _ = timed_run(run_cmd(lake, extra, code=code) + ["--cluster", "bench-extra"], seen,
+                       runs / "run-increment.stderr", code.env())
     jvm = re.search(r"Spark start-up ([\d.]+) s", seen.get("checks", ""))
     jvm_s = float(jvm.group(1)) if jvm else 0.0
     res["startup_s"] = round(fixed, 1)
@@ -221,15 +262,16 @@ def _increment(name: str, work: Path, params: dict, lake: Path, extra: Path, res
     print(f"[{name}] incremental {res['incremental_s']}s (run {inc:.1f}s - no-op run {fixed:.1f}s - JVM start "
           f"{jvm_s:.1f}s; {res.get('incremental_pct_of_full')} % of the full run)", file=sys.stderr)
     save()
-    res.update(whatif_throughput(lake))
+    res.update(whatif_throughput(lake, code))
     print(f"[{name}] what-if {res['whatif_assignments_per_s']} assignments/s", file=sys.stderr)
     return res
 
 
-def whatif_throughput(lake: Path) -> dict:
+def whatif_throughput(lake: Path, code: Code) -> dict:
     """A full what-if rebuild of the lake, timed in a process of its own (one SparkContext each)."""
-    out = subprocess.run([sys.executable, str(ROOT / "bench" / "bench_whatif.py"), "--groups", "1",
-                          "--generations", "1", "--lake", str(lake)], capture_output=True, text=True)
+    out = subprocess.run(code.python(str(code.root / "bench" / "bench_whatif.py"), "--groups", "1",
+                                     "--generations", "1", "--lake", str(lake)),
+                         capture_output=True, text=True, env=code.env())
     lines = out.stdout.strip().splitlines()
     if out.returncode != 0 and not (lines and lines[-1].startswith("{")):
         # Show why: a bare CalledProcessError would hide the child's stderr.
@@ -268,6 +310,8 @@ def main(argv=None) -> int:
     ap.add_argument("--increment-only", action="store_true",
                     help="with --keep: measure only the no-op and +1 %% runs again, from the lake kept after "
                          "the last full run (lake-full)")
+    ap.add_argument("--compare-with", metavar="REV",
+                    help="measure each size again with the code of git revision REV (same data, same run)")
     ap.add_argument("--results", default=str(ROOT / "bench" / "results.json"))
     args = ap.parse_args(argv)
     sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
@@ -275,29 +319,44 @@ def main(argv=None) -> int:
         if s not in SIZES:
             ap.error(f"unknown size {s!r}; known: {', '.join(SIZES)}")
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="ra-bench-"))
-    results = {"sizes": {}, "machine": machine()}
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    results = {"sizes": {}, "machine": machine(), "commit": head.stdout.strip() or None, "baselines": {}}
     path = Path(args.results)
     if path.exists():
         try:
-            results["sizes"].update(json.loads(path.read_text()).get("sizes", {}))
+            earlier = json.loads(path.read_text())
+            results["sizes"].update(earlier.get("sizes", {}))
+            results["baselines"].update(earlier.get("baselines", {}))
         except ValueError:
             pass
+    save = lambda: path.write_text(json.dumps(results, indent=1) + "\n")  # noqa: E731
     try:
+        baseline = Code.export(args.compare_with, work) if args.compare_with else None
         for s in sizes:
             keep = args.reuse_data or args.increment_only
             results["sizes"][s] = results["sizes"].get(s, {}) if keep else {}
-            bench_size(s, work, args.no_pipeline, results["sizes"][s],
-                       lambda: path.write_text(json.dumps(results, indent=1) + "\n"), reuse_data=args.reuse_data,
+            bench_size(s, work, args.no_pipeline, results["sizes"][s], save, reuse_data=args.reuse_data,
                        increment_only=args.increment_only)
-            path.write_text(json.dumps(results, indent=1) + "\n")
+            save()
+            if baseline and not args.no_pipeline:
+                entry = results["baselines"].setdefault(baseline.label, {"sizes": {}})
+                res = entry["sizes"].setdefault(s, {})
+                if not args.increment_only:  # the same simulated data as the run just measured
+                    res.clear()
+                    res.update({k: results["sizes"][s][k] for k in SIMULATED})
+                bench_size(s, work, False, res, save, reuse_data=True, increment_only=args.increment_only,
+                           code=baseline)
+                save()
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     cols = ["commits", "generations", "decode_records_per_s", "log_lines_per_s", "pipeline_s", "peak_rss_mb",
             "incremental_s", "whatif_assignments_per_s"]
-    print(f"{'size':<8}" + "".join(f"{c:>26}" for c in cols))
-    for s, r in results["sizes"].items():
-        print(f"{s:<8}" + "".join(f"{('-' if r.get(c) is None else format(r[c], ',')):>26}" for c in cols))
+    print(f"{'size':<16}" + "".join(f"{c:>26}" for c in cols))
+    rows = [(s, r) for s, r in results["sizes"].items()]
+    rows += [(f"{s} @{label}", r) for label, b in results["baselines"].items() for s, r in b["sizes"].items()]
+    for s, r in rows:
+        print(f"{s:<16}" + "".join(f"{('-' if r.get(c) is None else format(r[c], ',')):>26}" for c in cols))
     print(f"results: {path}", file=sys.stderr)
     return 0
 

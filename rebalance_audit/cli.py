@@ -23,6 +23,7 @@ COMMANDS = (
     "whatif",
     "assign",
     "report",
+    "maintain",
     "simulate",
     "demo",
 )

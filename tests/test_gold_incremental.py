@@ -21,6 +21,8 @@ import pyarrow as pa
 import pytest
 from spark_fixture import spark  # noqa: F401
 
+from assets.maintenance import maintain_job
+from assets.resources import LakeResource, SparkResource
 from pipelines.gold import GoldParams, runner
 from pipelines.gold import incremental as gold_plan
 from pipelines.ingest.logs import ingest_logs
@@ -186,6 +188,27 @@ def test_rows_written_come_from_the_commits(runs):
     assert full.mode == "full"
     for t in runner.GOLD_TABLES:
         assert full.rows_written[t] == lake.read_arrow(t, columns=[]).num_rows, t
+
+
+def test_weekly_maintenance_changes_no_row_and_leaves_the_next_run_nothing_to_do(runs):
+    # Dagster's maintain_lake job, as its schedule starts it: OPTIMIZE and VACUUM (delta-spark)
+    # on every table, then the positions ledger pruned.
+    lake = runs["lake"]
+    before = snapshot(lake)
+    files = {t: len(lake.table(t).file_uris()) for t in lake.tables()}
+    versions = {t: lake.version(t) for t in lake.tables()}
+    result = maintain_job.execute_in_process(resources={"lake": LakeResource(root=lake.root), "spark": SparkResource()})
+    assert result.success
+    after = {t: len(lake.table(t).file_uris()) for t in lake.tables()}
+    assert all(after[t] <= files[t] for t in files) and sum(after.values()) < sum(files.values()), (files, after)
+    compacted = {t for t in files if lake.version(t) > versions[t]}
+    assert "offsets_records" in compacted and set(runner.GOLD_TABLES) & compacted
+    build_silver(lake)
+    again = runner.update_gold(lake, PARAMS)
+    assert again.mode == "none", again.reason
+    assert snapshot(lake) == before
+    for t in runner.GOLD_TABLES:  # every position a table names survived the pruning
+        assert "gold:offset_commits" in lake.positions(t, "gold")
 
 
 def test_changed_params_rebuild_everything(runs):

@@ -1,10 +1,11 @@
 """The lake's Delta operations on real tables in a temp folder: appends, keyed inserts,
-replace-where, versions, schema evolution, compaction, vacuum, positions, and that
-plain delta-rs (any Delta reader) opens what it wrote on the basic protocol."""
+replace-where, versions, schema evolution, positions and the ledger's pruning
+(OPTIMIZE and VACUUM, which go through delta-spark: test_lake_replace.py)."""
 from __future__ import annotations
 
 import json
 import os
+import time
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -156,33 +157,20 @@ def test_schema_evolution_adds_nullable_columns(lake):
         lake.evolve("t", clash.schema)
 
 
-def test_optimize_and_vacuum_keep_the_data(lake):
-    for i in range(6):
-        lake.append("t", rows("a", 0, range(i * 10, i * 10 + 10)))
-    before = keys(lake.read_arrow("t"))
-    files_before = len(lake.table("t").file_uris())
-    metrics = lake.optimize("t")
-    assert metrics["numFilesRemoved"] == files_before
-    assert len(lake.table("t").file_uris()) == 1
-    deleted = lake.vacuum("t", retention_hours=0, enforce_retention_duration=False)
-    assert len(deleted) == files_before
-    assert keys(lake.read_arrow("t")) == before
-    for path in lake.table("t").file_uris():
-        assert os.path.exists(path)
-
-
-def test_tables_open_with_plain_deltalake_on_basic_protocol(lake):
-    lake.append("t", rows("a", 0, range(3)), positions=Positions("p", {"p": 3}))
-    lake.append("t", rows("a", 0, [9]).append_column("extra", pa.array([1], pa.int32())), evolve=True)
-    lake.optimize("t")
-    dt = DeltaTable(lake.uri("t"))
-    p = dt.protocol()
-    assert (p.min_reader_version, p.min_writer_version) == (1, 2)
-    assert not p.reader_features and not p.writer_features
-    config = dt.metadata().configuration
-    assert "delta.enableDeletionVectors" not in config and "delta.columnMapping.mode" not in config
-    assert dt.to_pyarrow_table().num_rows == 4
-    assert lake.protocol("t") == (1, 2)
+def test_the_ledger_prunes_runs_no_table_names_once_they_are_old(lake):
+    for n in range(3):
+        lake.append("t", rows("a", 0, [n]), positions=Positions("w", {"x": n}))
+    lake.append("t", rows("a", 0, [9]), positions=Positions("other", {"o": 1}))
+    dt = lake.table("t")
+    keep = {("w", dt.transaction_version("w")), ("other", dt.transaction_version("other"))}
+    # Younger than the cutoff: kept although no table names them (a writer may be between
+    # recording and committing; a table version within time travel may name them).
+    assert lake.ledger.prune(keep, recorded_before_us=0) == 0
+    assert lake.ledger.prune(keep, recorded_before_us=time.time_ns() // 1000 + 1) == 2
+    assert lake.positions("t", "w") == {"x": 2} and lake.positions("t", "other") == {"o": 1}
+    with pytest.raises(PositionsLost):
+        lake.positions("t", "w", version=1)
+    assert len(DeltaTable(lake.ledger.uri).file_uris()) == 1  # compacted
 
 
 def test_tables_lists_only_delta_tables(lake, tmp_path):

@@ -133,3 +133,61 @@ def test_partition_max_and_file_changes_come_from_the_log(lake):
     assert len(added) == 1 and removed == []
     lake.optimize("b")  # a rewrite: files go, so the table was not only appended to
     assert lake.file_changes("b", v1)[1]
+
+
+def _bronze_like(lake: Lake, name: str) -> pa.Schema:
+    schema = pa.schema([("cluster", pa.string()), ("partition", pa.int32()), ("offset", pa.int64())])
+    lake.create(name, schema, ["cluster", "partition"])
+    return schema
+
+
+def _rows(schema, cluster: str, offsets) -> pa.Table:
+    offsets = list(offsets)
+    return pa.table({"cluster": [cluster] * len(offsets), "partition": pa.array([0] * len(offsets), pa.int32()),
+                     "offset": offsets}, schema=schema)
+
+
+def test_optimize_then_vacuum_keep_the_rows_and_the_basic_protocol(lake, spark):  # noqa: F811
+    schema = _bronze_like(lake, "b")
+    for i in range(6):
+        lake.append("b", _rows(schema, "a", range(i * 10, i * 10 + 10)), positions=Positions("w", {"i": i}))
+    before = sorted(lake.read_arrow("b").column("offset").to_pylist())
+    files_before = lake.table("b").file_uris()
+    metrics = lake.optimize("b")
+    assert metrics["numFilesRemoved"] == len(files_before) and metrics["numFilesAdded"] == 1
+    assert lake.positions("b", "w") == {"i": 5}  # the compaction's commit keeps every txn
+    # Below the table's retention (7 days) delta-spark refuses, saying why.
+    with pytest.raises(Exception, match="(?i)retention"):
+        lake.vacuum("b", retain_hours=0)
+    assert lake.vacuum("b") == []  # the compacted files are younger than 7 days
+    # As a user shortens a table's retention: then VACUUM deletes the superseded files.
+    spark.sql("ALTER TABLE delta.`" + lake.spark_uri("b") + "` SET TBLPROPERTIES "
+              "('delta.deletedFileRetentionDuration' = 'interval 0 hours')")
+    assert sorted(lake.vacuum("b", retain_hours=0, dry_run=True)) == sorted(files_before)
+    assert all(os.path.exists(f) for f in files_before)  # a dry run deletes nothing
+    assert sorted(lake.vacuum("b", retain_hours=0)) == sorted(files_before)
+    assert not any(os.path.exists(f) for f in files_before)
+    assert sorted(lake.read_arrow("b").column("offset").to_pylist()) == before
+    assert rows_of(lake.read("b").select("offset")) == [(o,) for o in before]
+    dt = DeltaTable(lake.uri("b"))
+    p = dt.protocol()
+    assert (p.min_reader_version, p.min_writer_version) == (1, 2)
+    assert not p.reader_features and not p.writer_features
+
+
+def test_a_compaction_of_rows_already_seen_is_no_change_to_the_incremental_readers(lake):
+    schema = _bronze_like(lake, "b")
+    for i in range(3):
+        lake.append("b", _rows(schema, "a" if i else "b", [i]))
+    seen = lake.version("b")
+    lake.optimize("b")
+    assert lake.version("b") == seen + 1
+    assert lake.file_changes("b", seen) == ([], [])
+    assert lake.changed_partition_values("b", seen, "cluster") == set()
+    assert rows_of(lake.added_since("b", seen)) == []
+    # What comes after it is seen as new, and only that.
+    lake.append("b", _rows(schema, "c", [7]))
+    added, removed = lake.file_changes("b", seen)
+    assert len(added) == 1 and removed == []
+    assert rows_of(lake.added_since("b", seen).select("cluster", "offset")) == [("c", 7)]
+    assert lake.added_partition_values("b", seen, "cluster") == {"c"}

@@ -377,9 +377,11 @@ class Lake:
         return self.file_changes(name, version)[0]
 
     def file_changes(self, name: str, version: int | None) -> tuple[list[str], list[str]]:
-        """(files added, files removed) between `version` and the latest snapshot, as URIs.
-        A removed file means the table was not only appended to (overwrite, delete,
-        compaction). `version` None or negative: every file is added."""
+        """(files with new rows, files whose rows are gone) between `version` and the
+        latest snapshot, as URIs. A removed file means the table was not only appended to
+        (overwrite, delete, MERGE). Compactions (`maintain`'s OPTIMIZE) of rows older than
+        `version` are no change (see txlog.data_changes). `version` None or negative: every
+        file is added."""
         dt = self.table(name)
         now = dt.file_uris()
         if version is None or version < 0:
@@ -388,9 +390,30 @@ class Lake:
             raise LakeError(f"table {name} is at version {dt.version()}, not at {version} or later (rewritten or replaced?)")
         if version == dt.version():
             return [], []
+        walked = self._data_changes(name, dt, version)
+        if walked is not None:
+            return list(walked[0]), list(walked[1])
+        # The log of the range is cleaned up (or names files otherwise): compare snapshots,
+        # which counts a compaction as a change (safe: a consumer re-reads more, not less).
         before = self.table(name, version).file_uris()
         now_set, before_set = set(now), set(before)
         return [f for f in now if f not in before_set], [f for f in before if f not in now_set]
+
+    def _data_changes(self, name: str, dt: DeltaTable, version: int) -> tuple[dict, dict] | None:
+        """txlog.data_changes between `version` and `dt`'s, keyed by URI as `file_uris` names
+        files; None when the log cannot tell (see there)."""
+        walked = txlog.data_changes(dt.to_pyarrow_dataset().filesystem, version, dt.version())
+        if walked is None:
+            return None
+        base = _decoded(self.uri(name)) if self.is_local else self.uri(name)
+
+        def uri(path: str) -> str:
+            return path if "://" in path or path.startswith("/") else f"{base}/{unquote(path)}"
+
+        added, removed = ({uri(p): v for p, v in files.items()} for files in walked)
+        if not set(added) <= set(dt.file_uris()):
+            return None  # paths written otherwise than this mapping assumes: do not guess
+        return added, removed
 
     def added_partition_values(self, name: str, version: int | None, column: str) -> set | None:
         """The values of partition column `column` among the files added to `name` after
@@ -406,6 +429,12 @@ class Lake:
             return None
         if version is not None and version >= dt.version():
             return set()
+        # The log keeps partition values as strings: typed columns take the snapshots' way.
+        typed = not pa.types.is_string(pa.schema(dt.schema().to_arrow()).field(column).type)
+        walked = None if typed or version is None or version < 0 else self._data_changes(name, dt, version)
+        if walked is not None:
+            return {v.get(column) for v in walked[0].values()} | (
+                {v.get(column) for v in walked[1].values()} if removed else set())
 
         def files(t) -> dict[str, object]:
             a = pa.table(t.get_add_actions(flatten=True))
@@ -551,16 +580,31 @@ class Lake:
         return names
 
     # ----------------------------------------------------------------- maintenance
-    def optimize(self, name: str, target_size: int | None = None) -> dict:
-        """Compact small files (a data-neutral rewrite). Returns delta-rs's metrics."""
-        return self.table(name).optimize.compact(target_size=target_size)
+    def optimize(self, name: str) -> dict:
+        """delta-spark's OPTIMIZE (bin-packing within each partition). It rewrites rows
+        without changing them and says so (`dataChange: false`), so incremental readers
+        skip it (txlog.data_changes). Returns its metrics (numFilesAdded, numFilesRemoved...)."""
+        from delta.tables import DeltaTable as SparkDeltaTable
 
-    def vacuum(self, name: str, retention_hours: int | None = None, dry_run: bool = False, enforce_retention_duration: bool = True) -> list[str]:
-        """Delete files no version within the retention references (and leftovers of
-        writes that never committed). Returns the files (to be) deleted."""
-        return self.table(name).vacuum(
-            retention_hours=retention_hours, dry_run=dry_run, enforce_retention_duration=enforce_retention_duration
-        )
+        row = SparkDeltaTable.forPath(self.spark, self.spark_uri(name)).optimize().executeCompaction().first()
+        return row["metrics"].asDict(recursive=True) if row is not None else {}
+
+    def vacuum(self, name: str, retain_hours: float | None = None, dry_run: bool = False) -> list[str]:
+        """delta-spark's VACUUM: delete the files no version within the retention needs
+        (default: the table's `delta.deletedFileRetentionDuration`, 7 days), and leftovers
+        of writes that never committed. Below the table's retention delta-spark refuses
+        (its `retentionDurationCheck`): time travel and readers still running need them.
+        Returns the files deleted (with `dry_run`: the files it would delete)."""
+        # The SQL form is the one that lists the files (DRY RUN); the path goes in as a quoted
+        # identifier (backticks doubled), the hours as a number.
+        target = "delta.`" + self.spark_uri(name).replace("`", "``") + "`"
+        retain = "" if retain_hours is None else f" RETAIN {float(retain_hours)!r} HOURS"
+        files = [r[0] for r in self.spark.sql(f"VACUUM {target}{retain} DRY RUN").collect()]
+        if self.is_local:
+            files = [_decoded(f) for f in files]  # as file_uris names them
+        if files and not dry_run:
+            self.spark.sql(f"VACUUM {target}{retain}").collect()
+        return files
 
     def commit_rows(self, name: str, version: int | None = None) -> int:
         """Rows added by one commit (default: the latest), from its add actions' statistics:

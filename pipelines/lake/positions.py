@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.dataset as ds
+from deltalake import DeltaTable, write_deltalake
 
 LEDGER = "_positions"
 SCHEMA = pa.schema([
@@ -68,9 +69,7 @@ class Ledger:
         self.storage_options = dict(storage_options) if storage_options else None
         self._last: dict[str, int] = {}
 
-    def _table(self):
-        from deltalake import DeltaTable
-
+    def _table(self) -> DeltaTable:
         if not DeltaTable.is_deltatable(self.uri, storage_options=self.storage_options):
             DeltaTable.create(self.uri, schema=SCHEMA, mode="ignore", name=LEDGER,
                               description="rebalance-audit: positions of each writer's runs (see pipelines/lake/positions.py)",
@@ -80,8 +79,6 @@ class Ledger:
     def record(self, positions: Positions, after: int | None) -> int:
         """Record `positions` as a new run of its writer, numbered above `after` (the
         table's last run of this writer) and above any earlier run of this process."""
-        from deltalake import write_deltalake
-
         run = max(time.time_ns() // 1000, (after if after is not None else -1) + 1,
                   self._last.get(positions.writer, -1) + 1)
         now = time.time_ns() // 1000
@@ -100,6 +97,28 @@ class Ledger:
             dt.optimize.compact()
         self._last[positions.writer] = run
         return run
+
+    def writers(self) -> set[str]:
+        return set(self._table().to_pyarrow_dataset().to_table(columns=["writer"]).column("writer").to_pylist())
+
+    def prune(self, keep: set[tuple[str, int]], recorded_before_us: int, retain_hours: float | None = None) -> int:
+        """Drop the runs that no table names any more (`keep`: every (writer, run) a
+        table's latest snapshot carries) and that were recorded before `recorded_before_us`
+        (younger ones may belong to a writer between its two steps, or to a table version
+        still within time travel), then compact and vacuum the ledger. Returns runs dropped."""
+        dt = self._table()
+        rows = dt.to_pyarrow_dataset().to_table()
+        old = [r for r in zip(rows.column("writer").to_pylist(), rows.column("run").to_pylist(),
+                              rows.column("recorded_at").cast(pa.int64()).to_pylist())]
+        drop = {(w, r) for w, r, at in old if (w, r) not in keep and at < recorded_before_us}
+        if drop:
+            mask = pa.array([(w, r) not in drop for w, r, _ in old])
+            # An overwrite removes only the files it read: a run recorded meanwhile stays.
+            write_deltalake(dt, rows.filter(mask), mode="overwrite")
+        dt = self._table()
+        dt.optimize.compact()
+        dt.vacuum(retention_hours=None if retain_hours is None else int(retain_hours), dry_run=False)
+        return len(drop)
 
     def values(self, writer: str, run: int) -> dict[str, int]:
         """The positions recorded as `writer`'s run `run`."""

@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import shlex
+import sys
 import tempfile
 from pathlib import Path
 
@@ -100,8 +101,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         command = [str(Path(pyspark.__file__).parent / "bin" / "pyspark"), *spark_conf(args.spark_master)]
         env["PYTHONSTARTUP"] = str(py_file)
-        env.setdefault("PYSPARK_PYTHON", os.sys.executable)
-        env.setdefault("PYSPARK_DRIVER_PYTHON", os.sys.executable)
+        env.setdefault("PYSPARK_PYTHON", sys.executable)
+        env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     if args.print_only:
         prefix = "" if args.sql else f"PYTHONSTARTUP={shlex.quote(str(py_file))} "
         print(prefix + shlex.join(command))
