@@ -19,13 +19,15 @@ class MaintainConfig(Config):
     retain_hours: Optional[float] = Field(
         default=None, description="keep files (and time travel) this far back; default: each table's "
                                   "delta.deletedFileRetentionDuration (168 hours unless set)")
+    tables: Optional[list[str]] = Field(
+        default=None, description="only these tables (default: every table, and the positions ledger pruned)")
 
 
 @op(description="OPTIMIZE then VACUUM every lake table (delta-spark); drop position runs no table names.")
 def maintain_tables(context: OpExecutionContext, config: MaintainConfig, lake: LakeResource, spark: SparkResource):
     from pipelines.lake.maintenance import maintain
 
-    done, pruned = maintain(lake.lake(spark=spark.session), config.retain_hours, say=context.log.info)
+    done, pruned = maintain(lake.lake(spark=spark.session), config.retain_hours, config.tables, say=context.log.info)
     before, after = sum(t.files_before for t in done), sum(t.files_after for t in done)
     context.log.info(f"{len(done)} tables: {before} → {after} files, {sum(t.files_vacuumed for t in done)} "
                      f"vacuumed; {pruned} ledger runs dropped")

@@ -54,7 +54,8 @@ def test_standalone_cluster_gives_the_same_tables_as_local_mode(tmp_path):
     # stands. Sized, as an operator would, for a lake of a few thousand rows.
     conf_dir = tmp_path / "spark-conf"
     conf_dir.mkdir()
-    (conf_dir / "spark-defaults.conf").write_text("spark.sql.shuffle.partitions  4\n")
+    (conf_dir / "spark-defaults.conf").write_text("spark.sql.shuffle.partitions  4\n"
+                                                  "spark.databricks.delta.snapshotPartitions  4\n")
     with StandaloneCluster(cores=2, memory="1g", workdir=tmp_path / "spark") as cluster:
         _run_pipeline(cluster_lake, cluster.master_url, env={"SPARK_CONF_DIR": str(conf_dir)})
         # The executors really ran on the worker: its work folder holds this application.

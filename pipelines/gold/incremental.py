@@ -36,8 +36,9 @@ gold has no rows of it. The rules above look only at the clusters gold has seen.
 
 A full rebuild (every table overwritten) happens when: a gold table is missing or has no
 positions, an input table appeared since, the parameters' fingerprint changed, the `cluster_settings` version changed, an
-input's version went backwards, or an input was not only appended to (files removed:
-overwrite, delete, compaction).
+input's version went backwards, or an input was not only appended to (rows removed:
+overwrite, delete, MERGE). A compaction (`OPTIMIZE`, dataChange false) of rows gold had
+read is no change: versions that moved by compactions alone leave nothing to do.
 """
 from __future__ import annotations
 
@@ -122,16 +123,22 @@ def plan(lake, gold_tables: Iterable[str], params: GoldParams, cluster_settings:
                 return p
         recorded.append(got)
     since = {t: min(g.get(PREFIX + t, -1) for g in recorded) for t in versions}
+    grown = False  # some input gained rows (versions that moved by a compaction alone did not)
     for t in versions:
-        if t == BRONZE_OFFSETS or since[t] < 0 or since[t] == versions[t]:
-            continue  # bronze is read by its ingest_version stamps, which survive compaction
-        _, removed = lake.file_changes(t, since[t])
-        if removed:
+        if since[t] == versions[t]:
+            continue
+        if since[t] < 0:
+            grown = True
+            continue
+        added, removed = lake.file_changes(t, since[t])
+        grown = grown or bool(added)
+        if removed and t != BRONZE_OFFSETS:  # bronze is read by its ingest_version stamps
             p.reason = f"{t} was rewritten since version {since[t]} (not only appended to)"
             return p
     p.since = since
-    if all(since[t] == v for t, v in versions.items()):
-        p.mode, p.reason = "none", "no new input"
+    if not grown:
+        moved = any(since[t] != v for t, v in versions.items())
+        p.mode, p.reason = "none", "no new input" + (" (only compactions since)" if moved else "")
     else:
         p.mode, p.reason = "incremental", "new input rows"
     return p

@@ -55,6 +55,13 @@ def _position(source: str, version: int) -> Positions:
     return Positions(APP_PREFIX + source, {APP_PREFIX + source: version})
 
 
+def _only_rewritten_since(lake, source: str, since: int) -> bool:
+    """Whether `source` gained no row after version `since`, only rewrites (a compaction by
+    `maintain`): then there is nothing to decode, and no position needs to move (rows are
+    read by their version stamps, which a compaction keeps)."""
+    return since >= 0 and not lake.file_changes(source, since)[0]
+
+
 def _increment(lake, source: str, since: int, upto: int) -> DataFrame:
     return lake.read_since(source, VERSION_COLUMN, since, upto)
 
@@ -106,7 +113,7 @@ def update_offsets_silver(lake, kafka_version: str | None = None) -> SilverRun:
     run = SilverRun(bronze_version=upto)
     positions = {t: _consumed(lake, t, BRONZE_OFFSETS) for t in decode_job.DECODED_TABLES}
     pending = {t: p for t, p in positions.items() if p < upto}
-    if not pending:
+    if not pending or _only_rewritten_since(lake, BRONZE_OFFSETS, min(pending.values())):
         return run
     bronze = _increment(lake, BRONZE_OFFSETS, min(pending.values()), upto)
     decoded = decode_job.decode_increment(bronze, kafka_version).persist(StorageLevel.MEMORY_AND_DISK)
@@ -277,9 +284,15 @@ def rebuild_target_assignments(lake) -> int:
     (`silver:<input>`), so an unchanged input costs no Spark job."""
     if not lake.exists("target_assignment_epochs"):
         return 0
-    versions = {APP_PREFIX + t: lake.version(t) for t in TARGET_INPUTS if lake.exists(t)}
-    if lake.exists(DERIVED_KIP848) and lake.positions(DERIVED_KIP848, APP_PREFIX + DERIVED_KIP848) == versions:
-        return 0
+    inputs = [t for t in TARGET_INPUTS if lake.exists(t)]
+    versions = {APP_PREFIX + t: lake.version(t) for t in inputs}
+    if lake.exists(DERIVED_KIP848):
+        built = lake.positions(DERIVED_KIP848, APP_PREFIX + DERIVED_KIP848)
+        # Unchanged, or only compacted since (versions moved, no row did).
+        if built == versions or (built.keys() == versions.keys() and all(
+                built[APP_PREFIX + t] <= versions[APP_PREFIX + t]
+                and lake.file_changes(t, built[APP_PREFIX + t]) == ([], []) for t in inputs)):
+            return 0
     topic_ids = lake.read("topic_ids") if lake.exists("topic_ids") else None
     df = decode_job.materialize_target_assignments(
         lake.read("target_assignment_epochs"), lake.read("target_assignment_member_deltas"), topic_ids
@@ -297,7 +310,7 @@ def update_events_silver(lake) -> SilverRun:
     upto = lake.version(BRONZE_LOG_LINES)
     run = SilverRun(bronze_version=upto)
     since = _consumed(lake, "coordinator_events", BRONZE_LOG_LINES)
-    if since < upto:
+    if since < upto and not _only_rewritten_since(lake, BRONZE_LOG_LINES, since):
         lines = _increment(lake, BRONZE_LOG_LINES, since, upto)
         _write(lake, run, "coordinator_events", parse_log_lines(lines), BRONZE_LOG_LINES)
     return run
