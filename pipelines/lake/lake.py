@@ -390,7 +390,7 @@ class Lake:
             raise LakeError(f"table {name} is at version {dt.version()}, not at {version} or later (rewritten or replaced?)")
         if version == dt.version():
             return [], []
-        walked = self._data_changes(name, dt, version)
+        walked = self._data_changes(name, dt, version, now)
         if walked is not None:
             return list(walked[0]), list(walked[1])
         # The log of the range is cleaned up (or names files otherwise): compare snapshots,
@@ -399,9 +399,11 @@ class Lake:
         now_set, before_set = set(now), set(before)
         return [f for f in now if f not in before_set], [f for f in before if f not in now_set]
 
-    def _data_changes(self, name: str, dt: DeltaTable, version: int) -> tuple[dict, dict] | None:
+    def _data_changes(self, name: str, dt: DeltaTable, version: int,
+                      now: list[str] | None = None) -> tuple[dict, dict] | None:
         """txlog.data_changes between `version` and `dt`'s, keyed by URI as `file_uris` names
-        files; None when the log cannot tell (see there)."""
+        files (`now`: `dt.file_uris()` when the caller has them); None when the log cannot
+        tell (see there)."""
         walked = txlog.data_changes(dt.to_pyarrow_dataset().filesystem, version, dt.version())
         if walked is None:
             return None
@@ -411,7 +413,7 @@ class Lake:
             return path if "://" in path or path.startswith("/") else f"{base}/{unquote(path)}"
 
         added, removed = ({uri(p): v for p, v in files.items()} for files in walked)
-        if not set(added) <= set(dt.file_uris()):
+        if not set(added) <= set(dt.file_uris() if now is None else now):
             return None  # paths written otherwise than this mapping assumes: do not guess
         return added, removed
 

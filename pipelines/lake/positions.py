@@ -108,8 +108,8 @@ class Ledger:
         still within time travel), then compact and vacuum the ledger. Returns runs dropped."""
         dt = self._table()
         rows = dt.to_pyarrow_dataset().to_table()
-        old = [r for r in zip(rows.column("writer").to_pylist(), rows.column("run").to_pylist(),
-                              rows.column("recorded_at").cast(pa.int64()).to_pylist())]
+        old = list(zip(rows.column("writer").to_pylist(), rows.column("run").to_pylist(),
+                       rows.column("recorded_at").cast(pa.int64()).to_pylist()))
         drop = {(w, r) for w, r, at in old if (w, r) not in keep and at < recorded_before_us}
         if drop:
             mask = pa.array([(w, r) not in drop for w, r, _ in old])
