@@ -26,6 +26,7 @@ the last commit before delta-spark). Its figures go to `baselines[REV]` in the r
     .venv/bin/python bench/bench_pipeline.py --sizes small
     .venv/bin/python bench/bench_pipeline.py --sizes small,medium --keep /tmp/bench
     .venv/bin/python bench/bench_pipeline.py --sizes medium,large --compare-with 01aff37 --keep /tmp/bench
+    .venv/bin/python bench/bench_pipeline.py --sizes large --keep /tmp/bench --reuse-data --full-only
 """
 from __future__ import annotations
 
@@ -174,9 +175,16 @@ def run_cmd(lake: Path, *paths: Path, code: Code | None = None) -> list[str]:
 SIMULATED = ("commits", "generations", "records", "log_lines", "simulate_s", "segment_mb")
 
 
+# What a run after the full one measures (kept by --full-only).
+AFTER_FULL = ("startup_s", "increment_jvm_start_s", "increment_run_s", "incremental_s", "whatif_assignments_per_s",
+              "whatif_s", "whatif_assignments")
+
+
 def bench_size(name: str, work: Path, skip_pipeline: bool, res: dict, save=lambda: None,
-               reuse_data: bool = False, increment_only: bool = False, code: Code | None = None) -> dict:
+               reuse_data: bool = False, increment_only: bool = False, code: Code | None = None,
+               full_only: bool = False) -> dict:
     code = code or Code()
+    kept = dict(res) if full_only else {}
     params = {**COMMON, **SIZES[name]}
     data = work / name / "data"
     extra = work / name / "extra"
@@ -212,14 +220,16 @@ def bench_size(name: str, work: Path, skip_pipeline: bool, res: dict, save=lambd
                     "segment_mb": round(sum(p.stat().st_size for p in data.rglob("*.log")) / 2**20, 1)})
     print(f"[{name}] simulated {res['commits']:,} commits, {res['generations']:,} generations in {res['simulate_s']}s",
           file=sys.stderr)
-    if code.root == ROOT:  # the codec and the log parser of this checkout; a baseline compares the lake
+    if full_only:
+        res.update({k: kept[k] for k in ("decode_records_per_s", "log_lines_per_s") if k in kept})
+    elif code.root == ROOT:  # the codec and the log parser of this checkout; a baseline compares the lake
         n, rate = decode_rate(data)
         res["decode_records_per_s"] = round(rate)
         n, rate = parse_rate(data)
         res["log_lines_per_s"] = round(rate)
         print(f"[{name}] decode {res['decode_records_per_s']:,} rec/s, parse {res['log_lines_per_s']:,} lines/s",
               file=sys.stderr)
-    res["whatif_assignments_per_s"] = None
+    res["whatif_assignments_per_s"] = kept.get("whatif_assignments_per_s")
     save()  # figures are kept as they come: a long run cut short still reports what it measured
     if skip_pipeline:
         res.update(pipeline_s=None, peak_rss_mb=None, incremental_s=None)
@@ -235,6 +245,12 @@ def bench_size(name: str, work: Path, skip_pipeline: bool, res: dict, save=lambd
     shutil.rmtree(full_copy.with_name("report-full"), ignore_errors=True)
     if lake.with_name("report").is_dir():
         shutil.copytree(lake.with_name("report"), full_copy.with_name("report-full"))
+    if full_only:
+        res.update({k: kept[k] for k in AFTER_FULL if k in kept})
+        if res.get("incremental_s") is not None:
+            res["incremental_pct_of_full"] = round(100 * res["incremental_s"] / res["pipeline_s"], 1)
+        save()
+        return res
     return _increment(name, runs, params, lake, extra, res, save, code)
 
 
@@ -310,10 +326,15 @@ def main(argv=None) -> int:
     ap.add_argument("--increment-only", action="store_true",
                     help="with --keep: measure only the no-op and +1 %% runs again, from the lake kept after "
                          "the last full run (lake-full)")
+    ap.add_argument("--full-only", action="store_true",
+                    help="with --keep --reuse-data: measure only the full run again (the size's increment and "
+                         "what-if figures are kept, their share of the full run recomputed)")
     ap.add_argument("--compare-with", metavar="REV",
                     help="measure each size again with the code of git revision REV (same data, same run)")
     ap.add_argument("--results", default=str(ROOT / "bench" / "results.json"))
     args = ap.parse_args(argv)
+    if args.full_only and not (args.keep and args.reuse_data) or args.full_only and args.compare_with:
+        ap.error("--full-only needs --keep and --reuse-data, and measures this checkout only")
     sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
     for s in sizes:
         if s not in SIZES:
@@ -336,7 +357,7 @@ def main(argv=None) -> int:
             keep = args.reuse_data or args.increment_only
             results["sizes"][s] = results["sizes"].get(s, {}) if keep else {}
             bench_size(s, work, args.no_pipeline, results["sizes"][s], save, reuse_data=args.reuse_data,
-                       increment_only=args.increment_only)
+                       increment_only=args.increment_only, full_only=args.full_only)
             save()
             if baseline and not args.no_pipeline:
                 entry = results["baselines"].setdefault(baseline.label, {"sizes": {}})
