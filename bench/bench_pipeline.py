@@ -333,7 +333,7 @@ def main(argv=None) -> int:
                     help="measure each size again with the code of git revision REV (same data, same run)")
     ap.add_argument("--results", default=str(ROOT / "bench" / "results.json"))
     args = ap.parse_args(argv)
-    if args.full_only and not (args.keep and args.reuse_data) or args.full_only and args.compare_with:
+    if args.full_only and (not (args.keep and args.reuse_data) or args.compare_with):
         ap.error("--full-only needs --keep and --reuse-data, and measures this checkout only")
     sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
     for s in sizes:
