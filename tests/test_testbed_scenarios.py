@@ -173,7 +173,9 @@ def recorded(tmp_path_factory) -> Recorded:
             # What a user's scheduled job does: ingest live, ingest the brokers' logs.
             _cli("ingest", "kafka", "--lake", str(lake_dir), "--cluster", CLUSTER,
                  "--bootstrap-servers", cluster.bootstrap_servers, "--timeout", "30")
-            brokers = [f"--broker={n.node_id}={n.log_dir / 'server.log'}" for n in cluster.brokers]
+            # Each broker's log folder, as a user gives it: server.log rolls every hour
+            # (server.log.yyyy-MM-dd-HH), and a run crossing the hour has lines in both.
+            brokers = [f"--broker={n.node_id}={n.log_dir}" for n in cluster.brokers]
             _cli("ingest", "logs", "--lake", str(lake_dir), "--cluster", CLUSTER, *brokers)
             topic_names = _topic_ids(cluster)
         finally:

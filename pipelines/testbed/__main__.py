@@ -6,7 +6,8 @@
 
 Scenarios given together run at the same time, each with its own group and topic. Prints
 one JSON object: the bootstrap servers, each broker's data dir (the
-``__consumer_offsets-N`` folders) and server.log, the ground-truth folders, timings.
+``__consumer_offsets-N`` folders) and log dir (``server.log`` and its hourly rotations:
+give the folder to ``ingest logs``), the ground-truth folders, timings.
 Exit codes: 0 ok, 1 failure (one-line error on stderr), 2 bad usage.
 """
 from __future__ import annotations
@@ -45,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
                 "bootstrap_servers": cluster.bootstrap_servers,
                 "kafka_version": cluster.kafka_version,
                 "data_dirs": [str(d) for d in cluster.data_dirs],
-                "server_logs": [str(p) for p in cluster.server_logs],
+                "log_dirs": [str(d) for d in cluster.log_dirs],
                 "scenarios": {name: {"group_id": r.group_id, "topic": r.topic, "ground_truth": str(r.workdir),
                                      "members": {n: m.fate for n, m in r.members.items()}, "produced": r.produced}
                               for name, r in results.items()},
