@@ -20,7 +20,7 @@ _SILVER = ("offset_commits", "group_generations", "member_assignments", "consume
 
 
 class GoldConfig(Config):
-    """Run config of `gold_tables`: the GoldParams (SPEC defaults). Changing any of them
+    """Run config of `gold_tables`: the GoldParams (their defaults: docs/gold.md). Changing any of them
     makes the next run rebuild every gold table (they are part of gold's fingerprint)."""
 
     storm_min_rebalances: int = Field(5, description="storm: at least K logical rebalances ...")

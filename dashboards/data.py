@@ -40,7 +40,7 @@ from dashboards.safe import group_hash
 
 GROUP_KEYS = ("cluster", "group_id")
 
-# Tables the report reads (SPEC.md "Tables"). Gold and what-if ones may be absent.
+# Tables the report reads (docs/gold.md, docs/whatif.md). Gold and what-if ones may be absent.
 GOLD = ("rebalance_episodes", "ownership_intervals", "duplicate_windows", "skip_windows", "idle_consumers",
         "rebalance_storms", "commit_anomalies", "coverage_gaps")
 WHATIF = ("whatif_summary",)

@@ -9,7 +9,7 @@ from .model import ERROR, WARN, Context, Invariant, Suite, fmt, null_check, row_
 
 _TP = ["cluster", "group_id", "incarnation", "topic", "partition"]
 
-# Default K of a storm (SPEC: at least K logical rebalances in W minutes); pipelines.gold.GoldParams.
+# Default K of a storm (docs/gold.md: at least K logical rebalances in W minutes); pipelines.gold.GoldParams.
 STORM_MIN_REBALANCES = 5
 
 

@@ -1,4 +1,4 @@
-"""The `rebalance-audit` command line (contract: ../shared/SPEC.md, "Command line").
+"""The `rebalance-audit` command line (README, "Commands").
 
 Each sub-command lives in its own module under `rebalance_audit/commands/` and exposes
 `register(subparsers)`, which adds its parser and sets `func` to a callable taking the
@@ -54,7 +54,7 @@ def positive_float(text: str) -> float:
 
 
 def add_common_options(parser: argparse.ArgumentParser) -> None:
-    """Options every lake-facing command shares (SPEC: "Common options")."""
+    """Options every lake-facing command shares (README, "Commands")."""
     parser.add_argument(
         "--lake",
         default=os.environ.get("REBALANCE_AUDIT_LAKE", "./lake"),

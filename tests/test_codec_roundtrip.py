@@ -156,6 +156,32 @@ def test_string_over_limit_in_compact_and_key_fields():
         encode_value(1, 3, _offset_commit(3, "é" * 16384))
 
 
+def test_malformed_bytes_name_the_field_and_the_byte_it_starts_at():
+    # OffsetCommitValue v3: version (bytes 0-1), offset and leaderEpoch (2-13), metadata (14-).
+    raw = encode_value(1, 3, _offset_commit(3, "abc"))
+    with pytest.raises(CodecError, match=r"field offset, leaderEpoch: truncated.*\(at byte 2\)$"):
+        decode_value(1, raw[:8])
+    with pytest.raises(CodecError, match=r"field metadata: truncated: string of 3 bytes.*\(at byte 14\)$"):
+        decode_value(1, raw[:18])
+    key = encode_key(1, {"group": "g\u00e9", "topic": "t", "partition": 0})
+    with pytest.raises(CodecError, match=r"field group: string is not valid UTF-8.*\(at byte 2\)$"):
+        decode_key(key[:4] + b"\xff\xfe" + key[6:])
+
+
+def test_a_bug_in_a_field_reader_fails_loudly_instead_of_reading_as_corrupt_data():
+    # Malformed bytes become a CodecError (quarantined with its reason); an exception of
+    # any other kind out of a field's reader is the codec's own bug and must not be.
+    from pipelines.codec.compiler import MALFORMED, _generate_reader
+
+    def buggy(buf, pos):
+        raise ZeroDivisionError("a bug")
+
+    read = _generate_reader([("call", "x", buggy)], False, "Probe")
+    with pytest.raises(ZeroDivisionError):
+        read(b"\0\0", 0)
+    assert not issubclass(ZeroDivisionError, MALFORMED)
+
+
 def test_compact_string_length_over_limit_on_read_is_an_error():
     # A flexible OffsetCommit v4 whose metadata claims 32768 bytes (varint 32769).
     raw = bytearray(struct.pack(">hqi", 4, 1, 2))

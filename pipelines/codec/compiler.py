@@ -39,28 +39,39 @@ _S_B = struct.Struct(">b")
 
 
 class FieldError(Exception):
-    """Internal: a failure with the path of the field it happened in."""
+    """Internal: a failure with the path of the field it happened in and, when reading, the
+    byte offset (in the key or value being read) where that field starts."""
 
-    def __init__(self, path: str, msg: str):
+    def __init__(self, path: str, msg: str, at: int | None = None):
         super().__init__(path, msg)
         self.path = path
         self.msg = msg
+        self.at = at
 
     def __str__(self):
-        return f"field {self.path}: {self.msg}" if self.path else self.msg
+        text = f"field {self.path}: {self.msg}" if self.path else self.msg
+        return text if self.at is None else f"{text} (at byte {self.at})"
 
 
-def _prefix(name: str, exc: Exception) -> FieldError:
+# What malformed bytes raise while a reader runs: a field the schema rejects, a value that
+# ends early (struct.error from unpack_from, IndexError from a varint), text that is not
+# UTF-8. Anything else out of a reader is a bug in the codec and must fail loudly, not be
+# quarantined as a corrupt record.
+MALFORMED = (FieldError, struct.error, IndexError, UnicodeDecodeError)
+
+
+def _prefix(name: str, exc: Exception, at: int | None = None) -> FieldError:
     if isinstance(exc, FieldError):
+        where = exc.at if exc.at is not None else at  # the innermost field's offset is the precise one
         if not exc.path:
-            return FieldError(name, exc.msg)
+            return FieldError(name, exc.msg, where)
         sep = "" if exc.path.startswith("[") else "."
-        return FieldError(f"{name}{sep}{exc.path}", exc.msg)
+        return FieldError(f"{name}{sep}{exc.path}", exc.msg, where)
     if isinstance(exc, (struct.error, IndexError)):
-        return FieldError(name, "truncated: value ends before this field")
+        return FieldError(name, "truncated: value ends before this field", at)
     if isinstance(exc, UnicodeDecodeError):
-        return FieldError(name, f"string is not valid UTF-8 ({exc.reason})")
-    return FieldError(name, str(exc))
+        return FieldError(name, f"string is not valid UTF-8 ({exc.reason})", at)
+    return FieldError(name, str(exc), at)
 
 
 # --- version ranges --------------------------------------------------------------------
@@ -373,8 +384,8 @@ def _make_array_codec(spec, elem_type, version, flexible, nullable_ok):
             for i in range(n):
                 try:
                     item, pos = elem_read(buf, pos)
-                except Exception as exc:  # annotate with the element index
-                    raise _prefix(f"[{i}]", exc) from None
+                except MALFORMED as exc:  # annotate with the element index
+                    raise _prefix(f"[{i}]", exc, pos) from None
                 append(item)
             return items, pos
 
@@ -550,8 +561,8 @@ def _make_tag_reader(tags):
                 jname, reader = known
                 try:
                     value, used = reader(buf[:end], pos)
-                except Exception as exc:
-                    raise _prefix(jname, exc) from None
+                except MALFORMED as exc:
+                    raise _prefix(jname, exc, pos) from None
                 if used != end:
                     raise FieldError(jname, f"tagged field {tag} declares {size} bytes but its "
                                             f"value uses {used - pos}")
@@ -605,9 +616,9 @@ def _make_tag_writer(tag_writers):
 # source is built only from our schema table, never from record data.
 
 def _generate_reader(plan, flexible, name):
-    ns = {"FieldError": FieldError, "_prefix": _prefix, "_h": _S_H.unpack_from,
+    ns = {"FieldError": FieldError, "MALFORMED": MALFORMED, "_prefix": _prefix, "_h": _S_H.unpack_from,
           "read_uvarint": read_uvarint, "MAX": MAX_STRING_BYTES}
-    lines = ["def read(buf, pos):", "    d = {}", "    _f = %r" % name, "    try:"]
+    lines = ["def read(buf, pos):", "    d = {}", "    _f = %r" % name, "    _p = pos", "    try:"]
     add = lines.append
     for i, item in enumerate(plan):
         kind = item[0]
@@ -615,12 +626,14 @@ def _generate_reader(plan, flexible, name):
             _, names, st = item
             ns[f"_s{i}"] = st.unpack_from
             add(f"        _f = {', '.join(names)!r}")
+            add("        _p = pos")
             targets = "".join(f"d[{n!r}], " for n in names)
             add(f"        {targets}= _s{i}(buf, pos)")
             add(f"        pos += {st.size}")
         elif kind == "string":
             _, jname, nullable_ok = item
             add(f"        _f = {jname!r}")
+            add("        _p = pos")
             if flexible:
                 add("        n, pos = read_uvarint(buf, pos)")
                 add("        n -= 1")
@@ -645,14 +658,16 @@ def _generate_reader(plan, flexible, name):
             _, jname, reader = item
             ns[f"_r{i}"] = reader
             add(f"        _f = {jname!r}")
+            add("        _p = pos")
             add(f"        d[{jname!r}], pos = _r{i}(buf, pos)")
         else:  # call_tags
             _, label, reader = item
             ns[f"_r{i}"] = reader
             add(f"        _f = {label!r}")
+            add("        _p = pos")
             add(f"        pos = _r{i}(buf, pos, d)")
-    add("    except Exception as exc:")
-    add("        raise _prefix(_f, exc) from None")
+    add("    except MALFORMED as exc:")
+    add("        raise _prefix(_f, exc, _p) from None")
     add("    return d, pos")
     exec(compile("\n".join(lines), f"<codec reader {name}>", "exec"), ns)
     return ns["read"]

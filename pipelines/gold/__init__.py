@@ -1,7 +1,7 @@
 """Gold jobs: a consumer group's rebalance history and the findings derived from it.
 
 Every `build_<table>` takes silver DataFrames (and optional coordinator events) and returns
-a DataFrame with the meaning given in ../shared/SPEC.md. `build_all` wires them together.
+a DataFrame with the meaning given in docs/gold.md. `build_all` wires them together.
 """
 from __future__ import annotations
 

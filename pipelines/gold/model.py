@@ -9,7 +9,7 @@ from pyspark.sql import functions as F
 
 @dataclass
 class GoldInputs:
-    """Silver tables (SPEC.md "Tables"). KIP-848 tables and events may be None or empty."""
+    """Silver tables (pipelines/silver/schemas.py). KIP-848 tables and events may be None or empty."""
 
     offset_commits: DataFrame
     group_generations: DataFrame
@@ -66,6 +66,3 @@ def ts(col: str | Column) -> Column:
     c = F.col(col) if isinstance(col, str) else col
     return F.timestamp_millis(c.cast("long"))
 
-
-def empty_like(df: DataFrame | None) -> bool:
-    return df is None

@@ -1,4 +1,4 @@
-"""Bronze tables: what arrived, untouched, with where it came from (SPEC "Tables").
+"""Bronze tables: what arrived, untouched, with where it came from (docs/lake.md).
 
 Each table is described once here: its Arrow schema, its Delta partition columns, the key
 that makes a row unique (re-ingesting the same input stores nothing twice), and the column

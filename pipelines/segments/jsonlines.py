@@ -1,4 +1,4 @@
-"""Segment items as the JSON objects `rebalance-audit decode` prints (SPEC: `decode`).
+"""Segment items as the JSON objects `rebalance-audit decode` prints (README, "Commands": `decode`; docs/segments.md).
 
 Three shapes, told apart by their keys:
 * a record: `partition`, `offset`, `timestamp`, `key` {type, data}, `value` {version, data}

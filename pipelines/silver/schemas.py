@@ -1,4 +1,4 @@
-"""Arrow schemas of the silver tables (names and grains: ../shared/SPEC.md, "Tables").
+"""Arrow schemas of the silver tables (what each row means: README, "How it works").
 
 Defined once, in Arrow, because both sides use them: the Python row builders
 (`records.py`) fill them and Spark takes them as the output schema of `mapInArrow`.

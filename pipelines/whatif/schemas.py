@@ -1,4 +1,4 @@
-"""Arrow schemas of the what-if tables (SPEC: `whatif_episodes`, `whatif_summary`)."""
+"""Arrow schemas of the what-if tables (`whatif_episodes`, `whatif_summary`; docs/whatif.md)."""
 from __future__ import annotations
 
 import pyarrow as pa

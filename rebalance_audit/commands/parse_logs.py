@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             counts["events"] += 1
         if not args.all_fields:
-            # The SPEC's fixed keys stay even when null, so every line has them.
+            # The fixed keys (docs/logs.md) stay even when null, so every line has them.
             rec = {k: v for k, v in rec.items()
                    if v is not None or k in ("event", "ts", "broker", "group_id", "file", "line")}
         out.write(dumps(rec))
