@@ -25,14 +25,10 @@ def text(value) -> str:
 
 
 attr = text
-
-
-def plot_text(value) -> str:
-    """A string plotly will render: its HTML dialect sees entities, never tags."""
-    if value is None:
-        return ""
-    # Plotly decodes &lt; &gt; &amp; &quot; &#39; back to characters when drawing.
-    return html.escape(str(value), quote=True)
+# Plotly draws labels, legends and hover text as a small HTML dialect and decodes the
+# entities html.escape writes (&lt; &gt; &amp; &quot; &#39;) back to characters: the same
+# escaping makes a string plotly renders show as text, never as tags.
+plot_text = text
 
 
 def group_hash(cluster: str, group_id: str) -> str:

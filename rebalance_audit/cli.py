@@ -72,13 +72,52 @@ def build_parser() -> argparse.ArgumentParser:
         prog="rebalance-audit",
         description="Audit Kafka consumer-group rebalances from __consumer_offsets and broker logs.",
     )
-    parser.add_argument("--debug", action="store_true",
-                        help="print tracebacks on failure, and the libraries' log lines (librdkafka's retries...)")
+    parser.add_argument("--version", action=_Version, help="print the version and its engines' versions, then exit")
+    debug_help = "print tracebacks on failure, and the libraries' log lines (librdkafka's retries...)"
+    parser.add_argument("--debug", action="store_true", help=debug_help)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMANDS:
         importlib.import_module(f"rebalance_audit.commands.{name}").register(sub)
+    # `rebalance-audit run --debug` as well as `rebalance-audit --debug run`: SUPPRESS keeps
+    # the top-level value when the sub-command does not repeat it.
+    for command in sub.choices.values():
+        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=debug_help)
     return parser
+
+
+def version_line() -> str:
+    """This tool's version and those of the engines that decide what it computes."""
+    from importlib import metadata
+
+    def installed(dist: str) -> str:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+
+    line = f"rebalance-audit {installed('rebalance-audit')}"
+    engines = [(name, installed(dist)) for name, dist in (
+        ("pyspark", "pyspark"), ("delta-spark", "delta-spark"), ("deltalake", "deltalake"),
+        ("confluent-kafka", "confluent-kafka"), ("dagster", "dagster"))]
+    try:
+        import confluent_kafka
+
+        engines.append(("librdkafka", confluent_kafka.libversion()[0]))
+    except ImportError:
+        pass
+    return line + " (" + ", ".join(f"{n} {v}" for n, v in engines) + f"; Python {sys.version.split()[0]})"
+
+
+class _Version(argparse.Action):
+    """`--version`: reads the installed versions only when asked (no import cost otherwise)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_line())
+        parser.exit()
 
 
 def main(argv: list[str] | None = None, *, as_process: bool = False) -> int:

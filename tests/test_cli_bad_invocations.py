@@ -91,6 +91,24 @@ def test_a_lake_path_that_is_a_file(tmp_path, command):
     assert path.read_text() == "not a lake\n"
 
 
+def test_debug_after_the_command_gives_the_traceback_as_before_it(tmp_path):
+    path = tmp_path / "lake"
+    path.write_text("not a lake\n")
+    for argv in (["--debug", "sql", "SELECT 1", "--lake", str(path)], ["sql", "--debug", "SELECT 1", "--lake", str(path)]):
+        done = cli(*argv)
+        assert done.returncode == 1 and "Traceback (most recent call last)" in done.stderr, (argv, done.stderr)
+    assert path.read_text() == "not a lake\n"
+
+
+def test_version_names_the_engines_that_decide_the_results():
+    from importlib import metadata
+
+    done = cli("--version")
+    assert done.returncode == 0 and done.stderr == "" and len(done.stdout.splitlines()) == 1, done
+    for dist in ("rebalance-audit", "pyspark", "delta-spark", "deltalake", "confluent-kafka", "dagster"):
+        assert f"{dist} {metadata.version(dist)}" in done.stdout
+
+
 def test_an_unreachable_spark_master_is_named_in_one_line_without_java(bronze_lake):
     with socket.socket() as s:  # a loopback port nobody listens on
         s.bind(("127.0.0.1", 0))

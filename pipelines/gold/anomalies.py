@@ -17,24 +17,17 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from .model import GoldInputs, GoldParams
+from .ownership import COMMIT_PARTITION, build_commit_attribution, rewound, with_neighbours
 
-TP = ["cluster", "group_id", "topic", "partition", "coordinator_partition"]
+TP = COMMIT_PARTITION
 COLUMNS = ["cluster", "group_id", "topic", "partition", "kind", "started_at", "ended_at", "span_ms", "offset_from", "offset_to",
            "commits", "member_id"]
 
 
-def _ordered(attributed: DataFrame) -> DataFrame:
-    w = Window.partitionBy(*TP).orderBy("effective_log_offset")
-    return attributed.withColumn("_prev_off", F.lag("offset").over(w)).withColumn("_prev_ms", F.lag("commit_ms").over(w)) \
-        .withColumn("_prev_inc", F.lag("incarnation").over(w)).withColumn("_next_ms", F.lead("commit_ms").over(w))
-
-
 def build_commit_anomalies(inputs: GoldInputs, intervals: DataFrame, params: GoldParams, attributed: DataFrame | None = None) -> DataFrame:
-    from .ownership import build_commit_attribution
-
-    a = _ordered(attributed if attributed is not None else build_commit_attribution(inputs, intervals))
-    same_inc = F.coalesce("incarnation", F.lit(-1)) == F.coalesce("_prev_inc", F.lit(-1))
-    rewinds = a.where((F.col("offset") < F.col("_prev_off")) & same_inc).select(
+    a = with_neighbours(attributed if attributed is not None else build_commit_attribution(inputs, intervals),
+                        {"offset": "_prev_off", "commit_ms": "_prev_ms", "incarnation": "_prev_inc"})
+    rewinds = a.where(rewound()).select(
         *TP, F.lit("rewind").alias("kind"), F.col("_prev_ms").alias("s"), F.col("commit_ms").alias("e"),
         F.col("_prev_off").alias("offset_from"), F.col("offset").alias("offset_to"), F.lit(2).cast("long").alias("commits"), "member_id")
     # Stalls: runs of equal offsets.
@@ -69,7 +62,7 @@ def build_commit_anomalies(inputs: GoldInputs, intervals: DataFrame, params: Gol
 
 
 def build_skip_windows(inputs: GoldInputs, attributed: DataFrame, params: GoldParams) -> DataFrame:
-    a = _ordered(attributed)
+    a = with_neighbours(attributed, {"offset": "_prev_off", "commit_ms": "_prev_ms"})
     w = Window.partitionBy(*TP)
     a = a.withColumn("_gap", F.col("commit_ms") - F.col("_prev_ms")).withColumn("_d", F.col("offset") - F.col("_prev_off"))
     a = a.withColumn("_peak", F.max(F.when((F.col("_gap") >= 500) & (F.col("_d") >= 0), F.col("_d") / F.col("_gap"))).over(w))

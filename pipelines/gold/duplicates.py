@@ -39,8 +39,9 @@ from pyspark.sql import functions as F
 from . import events as ev_mod
 from . import settings
 from .model import GoldInputs, GoldParams
+from .ownership import COMMIT_PARTITION, rewound, with_neighbours
 
-TP = ["cluster", "group_id", "topic", "partition", "coordinator_partition"]
+TP = COMMIT_PARTITION
 
 # librdkafka's max.poll.interval.ms check runs on a timer of this period.
 LIBRDKAFKA_POLL_CHECK_MS = 500
@@ -297,13 +298,10 @@ def _rewinds(attributed: DataFrame) -> DataFrame:
     at or past the old offset, the owner kept its position and the low commit was only the
     latest on record for a moment (librdkafka retrying an older commit after a newer one
     was written, seen live on KIP-848 groups). That stays a `rewind` in commit_anomalies."""
-    w = Window.partitionBy(*TP).orderBy("effective_log_offset")
-    c = attributed.withColumn("_prev_off", F.lag("offset").over(w)).withColumn("_prev_member", F.lag("member_id").over(w)) \
-        .withColumn("_prev_inc", F.lag("incarnation").over(w)) \
-        .withColumn("_next_off", F.lead("offset").over(w)).withColumn("_next_member", F.lead("member_id").over(w))
+    c = with_neighbours(attributed, {"offset": "_prev_off", "member_id": "_prev_member", "incarnation": "_prev_inc"},
+                        {"offset": "_next_off", "member_id": "_next_member"})
     superseded = (F.col("_next_member") == F.col("member_id")) & (F.col("_next_off") >= F.col("_prev_off"))
-    r = c.where((F.col("offset") < F.col("_prev_off")) & (F.coalesce("incarnation", F.lit(-1)) == F.coalesce("_prev_inc", F.lit(-1)))
-                & ~F.coalesce(superseded, F.lit(False)))
+    r = c.where(rewound() & ~F.coalesce(superseded, F.lit(False)))
     return r.select(
         "cluster", "group_id", "incarnation", "topic", "partition",
         F.col("_prev_member").alias("from_member"), F.col("member_id").alias("to_member"),

@@ -13,7 +13,7 @@ consumes it until it acknowledges the revocation, kafka-internals §5.6).
 """
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from . import settings
@@ -207,6 +207,29 @@ def build_ownership_intervals(inputs: GoldInputs, snaps: DataFrame | None = None
         out = out.unionByName(p)
     return out.withColumn("from_ts", F.timestamp_millis("from_ms")).withColumn("to_ts", F.timestamp_millis("to_ms")) \
         .select(*INTERVAL_COLUMNS, "from_ms", "to_ms")
+
+
+# One partition's commits in the order the coordinator wrote them (an offsets topic partition
+# change, coordinator_partition, is a different history and never compared).
+COMMIT_PARTITION = ["cluster", "group_id", "topic", "partition", "coordinator_partition"]
+
+
+def with_neighbours(attributed: DataFrame, previous: dict[str, str], following: dict[str, str] | None = None) -> DataFrame:
+    """`attributed` with the previous (`previous`: column → new name) and next (`following`)
+    commit's columns of the same partition, in log order."""
+    w = Window.partitionBy(*COMMIT_PARTITION).orderBy("effective_log_offset")
+    for col, name in previous.items():
+        attributed = attributed.withColumn(name, F.lag(col).over(w))
+    for col, name in (following or {}).items():
+        attributed = attributed.withColumn(name, F.lead(col).over(w))
+    return attributed
+
+
+def rewound(prev_offset: str = "_prev_off", prev_incarnation: str = "_prev_inc") -> Column:
+    """The one rewind rule: a commit lower than the partition's previous one in the same
+    incarnation of the group (a deleted and re-created group starts again from anywhere)."""
+    same_incarnation = F.coalesce("incarnation", F.lit(-1)) == F.coalesce(prev_incarnation, F.lit(-1))
+    return (F.col("offset") < F.col(prev_offset)) & same_incarnation
 
 
 def build_commit_attribution(inputs: GoldInputs, intervals: DataFrame) -> DataFrame:
