@@ -5,46 +5,44 @@ the groups with new silver rows (every group the first time) and replaces their 
 The what-if replays are in assets/whatif.py.
 """
 import dataclasses
+import typing
 
 from dagster import AssetSpec, Config, multi_asset
-from pydantic import Field
+from pydantic import Field, create_model
 
 from assets.metadata import table_result
 from assets.resources import LakeResource, SparkResource
-from pipelines.gold.runner import GOLD_TABLES  # one list, owned by the runner
+from pipelines.gold.model import GoldParams
+from pipelines.gold.runner import ASSET_INPUTS, GOLD_TABLES  # owned by the runner
 
 GOLD_GROUP = "gold"
-_SILVER = ("offset_commits", "group_generations", "member_assignments", "consumer_group_epochs",
-           "consumer_group_members", "current_assignments", "target_assignments", "topic_ids",
-           "coordinator_events", "partition_end_offsets")
 
 
-class GoldConfig(Config):
-    """Run config of `gold_tables`: the GoldParams (their defaults: docs/gold.md). Changing any of them
-    makes the next run rebuild every gold table (they are part of gold's fingerprint)."""
-
-    storm_min_rebalances: int = Field(5, description="storm: at least K logical rebalances ...")
-    storm_window_minutes: float = Field(10.0, description="... inside W minutes")
-    classic_heartbeat_interval_ms: int = Field(3000, description="default client heartbeat.interval.ms (clusters without cluster_settings)")
-    consumer_session_timeout_ms: int = Field(45000, description="default group.consumer.session.timeout.ms (KIP-848)")
-    consumer_heartbeat_interval_ms: int = Field(5000, description="default group.consumer.heartbeat.interval.ms (KIP-848)")
-    off_cadence_ratio: float = Field(0.8, description="a last commit this much shorter than the usual gap is a final commit")
-    stall_min_commits: int = Field(5, description="stall: the same offset committed at least this many times")
-    stall_min_ms: int = Field(60_000, description="stall: over at least this long")
-    stop_min_ms: int = Field(60_000, description="stop: commits ceased at least this long")
-    skip_rate_factor: float = Field(5.0, description="skip window: a jump faster than this multiple of the peak rate")
-    skip_min_records: int = Field(1000, description="skip window: and at least this many records")
-    full_rebuild: bool = Field(False, description="recompute every group, not only the ones with new silver rows")
-
-    def params(self):
-        from pipelines.gold import GoldParams
-
+class _GoldConfigBase(Config):
+    def params(self) -> GoldParams:
         return GoldParams(**{f.name: getattr(self, f.name) for f in dataclasses.fields(GoldParams)})
+
+
+def _gold_config() -> type[_GoldConfigBase]:
+    """`gold_tables`' run config: one field per GoldParams setting, with its type, default and
+    description taken from GoldParams (defined once there), plus `full_rebuild`."""
+    types = typing.get_type_hints(GoldParams)
+    fields = {f.name: (types[f.name], Field(f.default, description=f.metadata["description"]))
+              for f in dataclasses.fields(GoldParams)}
+    fields["full_rebuild"] = (bool, Field(False, description="recompute every group, not only the ones with new silver rows"))
+    return create_model(
+        "GoldConfig", __base__=_GoldConfigBase, __module__=__name__,
+        __doc__="Run config of `gold_tables`: the GoldParams (defaults in docs/gold.md). Changing any of them "
+                "makes the next run rebuild every gold table (they are part of gold's fingerprint).",
+        **fields)
+
+
+GoldConfig = _gold_config()
 
 
 @multi_asset(
     name="gold_tables",
-    specs=[AssetSpec(t, group_name=GOLD_GROUP, deps=[*_SILVER, "offsets_records"]) for t in GOLD_TABLES],
+    specs=[AssetSpec(t, group_name=GOLD_GROUP, deps=list(ASSET_INPUTS)) for t in GOLD_TABLES],
     description="Rebalance episodes, ownership, duplicate/skip windows, idle consumers, storms, anomalies, coverage gaps.",
 )
 def gold_tables(config: GoldConfig, lake: LakeResource, spark: SparkResource):

@@ -10,14 +10,10 @@ from pydantic import Field
 
 from assets.metadata import table_result
 from assets.resources import LakeResource, SparkResource
+from pipelines.whatif.spark_job import WhatifInputs
 
 WHATIF_GROUP = "whatif"
 WHATIF_TABLES = ("whatif_episodes", "whatif_summary")
-
-_SILVER = ("offset_commits", "group_generations", "member_assignments", "consumer_group_epochs",
-           "consumer_group_members", "current_assignments", "target_assignments", "topic_ids",
-           "coordinator_events", "partition_end_offsets")
-
 
 def _default_assignors() -> list[str]:
     from pipelines.whatif.protocols import DEFAULT_ASSIGNORS
@@ -35,7 +31,7 @@ class WhatifConfig(Config):
 
 @multi_asset(
     name="whatif_tables",
-    specs=[AssetSpec(t, group_name=WHATIF_GROUP, deps=[*_SILVER, "rebalance_episodes"]) for t in WHATIF_TABLES],
+    specs=[AssetSpec(t, group_name=WHATIF_GROUP, deps=list(WhatifInputs.tables())) for t in WHATIF_TABLES],
     description="Each group's real history replayed under every assignor, next to what happened.",
 )
 def whatif_tables(config: WhatifConfig, lake: LakeResource, spark: SparkResource):

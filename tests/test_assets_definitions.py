@@ -33,6 +33,19 @@ def test_silver_depends_on_bronze():
     assert AssetKey("coordinator_log_lines") in graph.get(AssetKey("coordinator_events")).parent_keys
 
 
+def test_every_dependency_is_an_asset_and_derived_tables_follow_what_they_read():
+    graph = defs.resolve_asset_graph()
+    keys = set(graph.get_all_asset_keys())
+    for key in keys:
+        assert graph.get(key).parent_keys <= keys, key  # no dependency on a table nobody declares
+    # gold is downstream of every silver table it reads, what-if of gold's episodes
+    gold_parents = {k.to_user_string() for k in graph.get(AssetKey("duplicate_windows")).parent_keys}
+    assert {"offset_commits", "group_generations", "member_assignments", "coordinator_events",
+            "target_assignments", "offsets_records"} <= gold_parents
+    whatif_parents = {k.to_user_string() for k in graph.get(AssetKey("whatif_summary")).parent_keys}
+    assert {"rebalance_episodes", "group_generations", "target_assignments"} <= whatif_parents
+
+
 def test_schedule_and_sensor_present():
     schedule = defs.resolve_schedule_def("refresh_every_15_minutes")
     assert schedule.cron_schedule == "*/15 * * * *"

@@ -1,7 +1,7 @@
 """Inputs and tunable parameters of the gold jobs."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -33,26 +33,29 @@ class GoldInputs:
         return GoldInputs(**{k: (None if v is None else pin(v)) for k, v in vars(self).items()})
 
 
+def _param(default, description: str):
+    """A GoldParams field: its default and what it means, read by the Dagster run config
+    (assets/gold.py) and the docs, so the setting is defined once."""
+    return field(default=default, metadata={"description": description})
+
+
 @dataclass
 class GoldParams:
-    # Storms: at least K logical rebalances inside W minutes.
-    storm_min_rebalances: int = 5
-    storm_window_minutes: float = 10.0
+    storm_min_rebalances: int = _param(5, "storm: at least K logical rebalances ...")
+    storm_window_minutes: float = _param(10.0, "... inside W minutes")
     # Defaults of the per-cluster settings (GoldInputs.cluster_settings) for clusters without a row.
-    # Client heartbeat interval (not stored in the records; Java and librdkafka default 3 s).
-    classic_heartbeat_interval_ms: int = 3000
-    # KIP-848 broker settings (group.consumer.*; Kafka defaults).
-    consumer_session_timeout_ms: int = 45000
-    consumer_heartbeat_interval_ms: int = 5000
-    # A last commit this much shorter than the owner's usual commit gap is a final (close/revoke) commit.
-    off_cadence_ratio: float = 0.8
-    # Commit anomalies.
-    stall_min_commits: int = 5
-    stall_min_ms: int = 60_000
-    stop_min_ms: int = 60_000
-    # Skip windows: a commit that advances faster than this multiple of the partition's peak rate.
-    skip_rate_factor: float = 5.0
-    skip_min_records: int = 1000
+    classic_heartbeat_interval_ms: int = _param(
+        3000, "default client heartbeat.interval.ms (clusters without cluster_settings; not in any record, "
+              "Java and librdkafka default 3 s)")
+    consumer_session_timeout_ms: int = _param(45000, "default group.consumer.session.timeout.ms (KIP-848 broker setting)")
+    consumer_heartbeat_interval_ms: int = _param(5000, "default group.consumer.heartbeat.interval.ms (KIP-848 broker setting)")
+    off_cadence_ratio: float = _param(
+        0.8, "a last commit this much shorter than the owner's usual commit gap is a final (close/revoke) commit")
+    stall_min_commits: int = _param(5, "stall: the same offset committed at least this many times")
+    stall_min_ms: int = _param(60_000, "stall: over at least this long")
+    stop_min_ms: int = _param(60_000, "stop: commits ceased at least this long")
+    skip_rate_factor: float = _param(5.0, "skip window: a commit advancing faster than this multiple of the partition's peak rate")
+    skip_min_records: int = _param(1000, "skip window: and by at least this many records")
 
 
 def ms(col: str | Column) -> Column:

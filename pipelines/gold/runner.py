@@ -41,6 +41,10 @@ GOLD_TABLES = (
 REQUIRED = ("offset_commits", "group_generations", "member_assignments")
 OPTIONAL = ("consumer_group_epochs", "consumer_group_members", "current_assignments", "target_assignments",
             "topic_ids", "coordinator_events", "partition_end_offsets", settings.TABLE)
+# What gold reads that a Dagster asset writes (its lineage): every input above but
+# cluster_settings (written by `ingest logs` and `run --broker-properties`), and the bronze
+# offsets records its incremental plan watches.
+ASSET_INPUTS = tuple(t for t in (*REQUIRED, *OPTIONAL) if t != settings.TABLE) + (incremental.BRONZE_OFFSETS,)
 
 
 class GoldInputError(RuntimeError):

@@ -19,6 +19,8 @@ last member record reaching that epoch (`current_assignments`). `duration_source
 """
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -57,6 +59,11 @@ class WhatifInputs:
     consumer_group_members: DataFrame | None = None
     current_assignments: DataFrame | None = None
     topic_ids: DataFrame | None = None
+
+    @classmethod
+    def tables(cls) -> tuple[str, ...]:
+        """The lake tables a replay reads (one per field; the Dagster asset's dependencies)."""
+        return tuple(f.name for f in dataclasses.fields(cls))
 
     @classmethod
     def from_lake(cls, lake) -> "WhatifInputs":
