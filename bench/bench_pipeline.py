@@ -1,6 +1,6 @@
 """Benchmark: the whole pipeline on simulated clusters of three sizes.
 
-For each size, the simulator (pipelines/simulator) writes segments + server.log, then:
+For each size, the simulator (simulator) writes segments + server.log, then:
 
   decode_records_per_s   segment reader + codec over every record (iter_paths + decode_record)
   log_lines_per_s        pipelines.logs.parse_events over every server.log line
@@ -49,7 +49,7 @@ sys.path.insert(0, str(ROOT))
 from pipelines.codec import decode_record  # noqa: E402
 from pipelines.logs import parse_events  # noqa: E402
 from pipelines.segments import SegmentRecord, iter_paths  # noqa: E402
-from pipelines.simulator import SimConfig, simulate  # noqa: E402
+from simulator import SimConfig, simulate  # noqa: E402
 
 # groups x partitions x (minutes*60/commit interval) ~ commits; churn sets generations.
 SIZES = {

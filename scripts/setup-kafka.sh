@@ -8,7 +8,7 @@
 # The JARs come from Maven Central only (no tarball): kafka_2.13, kafka-tools, connect-runtime
 # and their runtime dependencies, and log4j2 with its SLF4J 1.x binding (Kafka's POM leaves its logging
 # out), with scripts/fetch-jars.sh.
-# The folder is also written to $CACHE/kafka/LIBS for Python (pipelines/testbed/kafka_home.py).
+# The folder is also written to $CACHE/kafka/LIBS for Python (testbed/kafka_home.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -9,7 +9,7 @@ Use it from any test module:
         conf = kafka_broker.client_config(**{"group.id": "my-test-group"})
         ...
 
-``kafka_broker`` is a started one-broker ``pipelines.testbed.KafkaCluster``:
+``kafka_broker`` is a started one-broker ``testbed.KafkaCluster``:
 ``bootstrap_servers``, ``client_config()``, ``data_dirs`` (the ``__consumer_offsets-N``
 folders), ``server_logs``, ``ensure_topic()``.
 
@@ -29,7 +29,7 @@ from typing import Iterator
 
 import pytest
 
-from pipelines.testbed import KafkaCluster, TestbedUnavailable, find_java
+from testbed import KafkaCluster, TestbedUnavailable, find_java
 
 _lock = threading.Lock()
 _shared: KafkaCluster | None = None

@@ -1,7 +1,7 @@
 """What the testbed's consumers really did, read from their ground-truth files, in the terms
 the lake's tables use: members, assignments, acknowledged commits, records consumed twice.
 
-Each member process writes ``<member>.jsonl`` (see ``pipelines/testbed/member.py``); a
+Each member process writes ``<member>.jsonl`` (see ``testbed/member.py``); a
 ``ScenarioResult`` holds one group's members.
 """
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from pipelines.testbed.scenario import ScenarioResult
+from testbed.scenario import ScenarioResult
 
 TopicPartition = tuple[str, int]
 

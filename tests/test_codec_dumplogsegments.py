@@ -71,7 +71,7 @@ from pipelines.codec.records import parse_release
 from pipelines.codec.schemas import (CONSUMER_PROTOCOL_ASSIGNMENT, CONSUMER_PROTOCOL_SUBSCRIPTION,
                                      COOPERATIVE_STICKY_USER_DATA, RECORDS, STICKY_USER_DATA_V1)
 from pipelines.segments.writer import SegmentWriter, WriteRecord
-from pipelines.testbed.kafka_home import TestbedUnavailable, find_java, java_command, kafka_version
+from testbed.kafka_home import TestbedUnavailable, find_java, java_command, kafka_version
 
 from conftest import RECORDINGS, REPO
 

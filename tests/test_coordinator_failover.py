@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from pipelines.lake import Lake
-from pipelines.testbed import KafkaCluster
-from pipelines.testbed.kafka_home import TestbedUnavailable, find_java
-from pipelines.testbed.scenario import (
+from testbed import KafkaCluster
+from testbed.kafka_home import TestbedUnavailable, find_java
+from testbed.scenario import (
     CreateTopic, Drain, Join, Settle, Sleep, StartProducer, StopAll, StopCoordinator, StopProducer, run_scenario,
 )
 from tests.scenario_truth import read_truth

@@ -1,5 +1,5 @@
 """Live ingestion (`rebalance-audit ingest kafka`) against a real Apache Kafka 4.x cluster in
-KRaft mode (pipelines.testbed), with `__consumer_offsets` at Kafka's default 50 partitions.
+KRaft mode (testbed), with `__consumer_offsets` at Kafka's default 50 partitions.
 
 The module starts a cluster of its own: the SIGKILL test reads the whole topic, and the
 other tests' groups and transactions must not land in another module's broker.
@@ -45,7 +45,7 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    from pipelines.testbed import KafkaCluster, TestbedUnavailable, find_java
+    from testbed import KafkaCluster, TestbedUnavailable, find_java
 
     try:
         find_java()
@@ -187,8 +187,8 @@ def _delta_commits(lake_dir: Path) -> int:
 
 @pytest.mark.broker
 def test_sigkilled_ingestion_equals_a_read_committed_reader(cluster, tmp_path, capsys):
-    from pipelines.testbed.offsets_topic import read_offsets_topic
-    from pipelines.testbed.scenario import SCENARIOS, run_scenario
+    from testbed.offsets_topic import read_offsets_topic
+    from testbed.scenario import SCENARIOS, run_scenario
 
     t0 = time.monotonic()
     lake_dir = tmp_path / "lake"
@@ -309,7 +309,7 @@ def test_a_run_stops_at_an_open_transaction_and_the_next_goes_past_its_marker(cl
     back (not the aborted commit) and its position passes the ABORT/COMMIT marker."""
     from confluent_kafka import Consumer, Producer, TopicPartition
 
-    from pipelines.testbed.offsets_topic import read_offsets_topic
+    from testbed.offsets_topic import read_offsets_topic
 
     cluster.ensure_topic("held-in", 1)
     txn_group = _group_on_partition(cluster, "held-txn")
@@ -387,7 +387,7 @@ def test_a_run_ends_while_every_partition_keeps_receiving_commits(cluster, tmp_p
     happen (it did not within 40 s here before the fix, at 100 commits/s)."""
     from confluent_kafka import Consumer, TopicPartition
 
-    from pipelines.testbed.offsets_topic import read_offsets_topic
+    from testbed.offsets_topic import read_offsets_topic
 
     cluster.ensure_topic("busy-in", 1)
     # One group per partition, each committing every 0.5 s (async, without joining: an
@@ -445,7 +445,7 @@ def test_a_run_ends_while_every_partition_keeps_receiving_commits(cluster, tmp_p
 
 @pytest.mark.broker
 def test_run_samples_end_offsets_and_resumes(cluster, tmp_path):
-    from pipelines.testbed.scenario import CreateTopic, Join, Settle, Sleep, StartProducer, StopAll, StopProducer, run_scenario
+    from testbed.scenario import CreateTopic, Join, Settle, Sleep, StartProducer, StopAll, StopProducer, run_scenario
 
     run_scenario(
         cluster,

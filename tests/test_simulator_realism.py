@@ -14,7 +14,7 @@ import pytest
 from pipelines.codec import decode_record
 from pipelines.logs import parse_text
 from pipelines.segments import SegmentRecord, iter_paths
-from pipelines.simulator import ConfigError, SimConfig, partition_for, release, simulate
+from simulator import ConfigError, SimConfig, partition_for, release, simulate
 
 SHARED = Path(os.environ.get("REBALANCE_AUDIT_SHARED", Path(__file__).resolve().parents[1].parent / "shared"))
 REC = SHARED / "recordings"

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.lake import Lake
-from pipelines.testbed.spark_standalone import StandaloneCluster
+from testbed.spark_standalone import StandaloneCluster
 from tests.conftest import RECORDINGS
 
 SCENARIO = RECORDINGS / "kip848_consumer_protocol"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.assignors.javahash import coordinator_partition, string_hash
-from pipelines.testbed import BrokerError, KafkaCluster, TestbedUnavailable, find_java
+from testbed import BrokerError, KafkaCluster, TestbedUnavailable, find_java
 
 REPO = Path(__file__).resolve().parents[1]
 STARTED = "Kafka Server started (kafka.server.KafkaRaftServer)"
@@ -82,7 +82,7 @@ def test_jvms_die_with_a_killed_driver(java, tmp_path):
     """SIGKILL the Python process that started the cluster: the watchdogs stop the JVMs."""
     script = (
         "import json, sys, time\n"
-        "from pipelines.testbed import KafkaCluster\n"
+        "from testbed import KafkaCluster\n"
         f"c = KafkaCluster({str(tmp_path / 'wd')!r}, install=True, offsets_partitions=3).start()\n"
         "print(json.dumps(c.pids), flush=True)\n"
         "time.sleep(600)\n"
@@ -116,7 +116,7 @@ def test_jvms_die_with_a_killed_driver(java, tmp_path):
 def test_restart_keeps_data_and_ports(java, tmp_path):
     from confluent_kafka import Producer
 
-    from pipelines.testbed import read_offsets_topic
+    from testbed import read_offsets_topic
 
     with KafkaCluster(tmp_path / "wd", install=True, offsets_partitions=3) as cluster:
         cluster.ensure_topic("restart-check", 2)

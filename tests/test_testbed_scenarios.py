@@ -32,10 +32,10 @@ from pathlib import Path
 import pytest
 
 from pipelines.lake import Lake
-from pipelines.testbed import KafkaCluster, TestbedUnavailable, find_java, java_command
-from pipelines.testbed.broker import TEST_GROUP_PROPERTIES
-from pipelines.testbed.connect import ConnectWorkers
-from pipelines.testbed.scenario import (
+from testbed import KafkaCluster, TestbedUnavailable, find_java, java_command
+from testbed.broker import TEST_GROUP_PROPERTIES
+from testbed.connect import ConnectWorkers
+from testbed.scenario import (
     CLASSIC_MEMBER_DEFAULTS,
     SCENARIOS,
     CreateTopic,
@@ -319,7 +319,7 @@ def test_gold_duplicate_windows_cover_what_was_consumed_twice(recorded, name):
 
 # The estimate is rate x time since the last commit; the truth is what the member really
 # processed in those seconds. The members die a while after their commit
-# (pipelines/testbed/scenario.py, CRASH_AFTER_COMMIT_S) for the heartbeat's share of the
+# (testbed/scenario.py, CRASH_AFTER_COMMIT_S) for the heartbeat's share of the
 # stop time's uncertainty to stay small, and the data topics have one replica (CreateTopic)
 # so that their high watermark moves steadily on a loaded machine. Asserted: each scenario
 # within a quarter of the truth, as the issue asks, and all of them together within a tenth.

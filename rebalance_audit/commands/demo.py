@@ -1,6 +1,6 @@
 """`rebalance-audit demo`: the whole job, end to end, on a real local Kafka 4.x cluster.
 
-1. start a one-broker Apache Kafka 4.x cluster in KRaft mode on loopback (pipelines.testbed,
+1. start a one-broker Apache Kafka 4.x cluster in KRaft mode on loopback (testbed,
    Kafka's default 50 `__consumer_offsets` partitions, server.log in UTC);
 2. run five scripted consumer groups at the same time, each its own group and topic, real
    librdkafka consumers (one process each) writing down what they did (`DEMO_GROUPS`): a
@@ -48,7 +48,7 @@ from rebalance_audit.cli import UsageError, add_common_options
 @dataclass(frozen=True)
 class DemoGroup:
     group_id: str
-    scenario: str       # a name of pipelines.testbed.scenario.SCENARIOS
+    scenario: str       # a name of testbed.scenario.SCENARIOS
     shows: str          # what the group demonstrates
 
     @property
@@ -160,7 +160,7 @@ def _run(args: argparse.Namespace, base: Path, console: _Console) -> int:
 
     from assets.inprocess import blocked_message, check_summary, materialize_all, step_timings
     from assets.resources import KafkaResource, LakeResource, SourcesResource, SparkResource
-    from pipelines.testbed import KafkaCluster, TestbedUnavailable
+    from testbed import KafkaCluster, TestbedUnavailable
 
     logging.basicConfig(stream=console.log, level=logging.DEBUG if args.debug else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
@@ -200,7 +200,7 @@ def _run(args: argparse.Namespace, base: Path, console: _Console) -> int:
         resources = {
             "lake": LakeResource(root=args.lake),
             "spark": SparkResource(master=args.spark_master, conf=demo_spark_conf(args.spark_master)),
-            # The brokers log in UTC (-Duser.timezone=UTC, pipelines.testbed.broker).
+            # The brokers log in UTC (-Duser.timezone=UTC, testbed.broker).
             "sources": SourcesResource(cluster=cluster_name, log_paths=[str(d) for d in kafka.log_dirs],
                                        log_tz="UTC"),
             "kafka": KafkaResource(bootstrap_servers=kafka.bootstrap_servers),
@@ -240,7 +240,7 @@ def _store_cluster_settings(lake_root: str, cluster: str, kafka) -> None:
     testbed lowers them to 6 s / 1 s) and the classic members' heartbeat interval."""
     from pipelines.gold import runner, settings
     from pipelines.lake import Lake
-    from pipelines.testbed.scenario import CLASSIC_MEMBER_DEFAULTS
+    from testbed.scenario import CLASSIC_MEMBER_DEFAULTS
 
     text = (kafka.brokers[0].workdir / "config" / "server.properties").read_text(errors="replace")
     row = settings.from_broker_properties(
@@ -291,7 +291,7 @@ def _start_spark_in_background(master: str) -> _SparkStarter:
 
 def _run_scenarios(kafka) -> dict[str, object]:
     """Every demo group's scenario at once, each on its own thread."""
-    from pipelines.testbed.scenario import SCENARIOS, run_together
+    from testbed.scenario import SCENARIOS, run_together
 
     return run_together(kafka, {g.group_id: SCENARIOS[g.scenario](topic=g.topic) for g in DEMO_GROUPS})
 

@@ -57,7 +57,7 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipelines.simulator import ConfigError, SimConfig, simulate
+    from simulator import ConfigError, SimConfig, simulate
 
     if os.path.isdir(args.out) and os.listdir(args.out):
         raise UsageError(f"--out {args.out} is not empty (the simulator never overwrites)")

@@ -675,4 +675,4 @@ class _PortTaken(Exception):
 
 
 # librdkafka's own log lines of the testbed's clients go to Python logging here.
-librdkafka_log = logging.getLogger("pipelines.testbed.librdkafka")
+librdkafka_log = logging.getLogger("testbed.librdkafka")

@@ -1,8 +1,8 @@
-"""``python -m pipelines.testbed``: start a real Kafka 4.x cluster, run scenarios, report.
+"""``python -m testbed``: start a real Kafka 4.x cluster, run scenarios, report.
 
-    python -m pipelines.testbed --workdir ./testbed-run                  # classic-range, then stop
-    python -m pipelines.testbed --workdir ./testbed-run --scenario kip848-uniform --scenario flapping
-    python -m pipelines.testbed --workdir ./testbed-run --brokers 3 --keep-running   # ^C stops it
+    python -m testbed --workdir ./testbed-run                  # classic-range, then stop
+    python -m testbed --workdir ./testbed-run --scenario kip848-uniform --scenario flapping
+    python -m testbed --workdir ./testbed-run --brokers 3 --keep-running   # ^C stops it
 
 Scenarios given together run at the same time, each with its own group and topic. Prints
 one JSON object: the bootstrap servers, each broker's data dir (the
@@ -24,7 +24,7 @@ from .scenario import SCENARIOS, run_together
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pipelines.testbed", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m testbed", description=__doc__.split("\n")[0])
     parser.add_argument("--workdir", required=True, help="folder for the broker's data, logs and ground truth")
     parser.add_argument("--scenario", choices=sorted(SCENARIOS), action="append",
                         help="scenario to run (repeat to run several at once; default classic-range)")

@@ -16,7 +16,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 SETUP_SCRIPT = REPO_ROOT / "scripts" / "setup-kafka.sh"
 POM = REPO_ROOT / "scripts" / "maven" / "kafka.pom.xml"
 TOOLS_LOG4J2 = Path(__file__).with_name("log4j2-tools.properties")

@@ -1,6 +1,6 @@
 """One consumer-group member: a real librdkafka consumer in its own OS process.
 
-Started by ``scenario.py`` as ``python -m pipelines.testbed.member CONFIG_JSON``. It
+Started by ``scenario.py`` as ``python -m testbed.member CONFIG_JSON``. It
 subscribes, processes (records) every message it gets, commits (librdkafka's
 auto-commit, or synchronous manual commits at an interval and on revocation) and
 writes its ground truth to a JSON-lines file, one object per event, flushed at once
@@ -278,7 +278,7 @@ def run(cfg: dict[str, Any]) -> int:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
-        print("usage: python -m pipelines.testbed.member CONFIG_JSON", file=sys.stderr)
+        print("usage: python -m testbed.member CONFIG_JSON", file=sys.stderr)
         return 2
     return run(json.loads(argv[1]))
 

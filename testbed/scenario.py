@@ -29,7 +29,7 @@ from typing import Any, Iterable, Mapping, Union
 
 from .broker import BrokerError, KafkaCluster, librdkafka_log
 
-_REPO_ROOT = Path(__file__).resolve().parents[2]
+_REPO_ROOT = Path(__file__).resolve().parents[1]
 
 # Member defaults, for test speed: a crashed classic member is noticed after 6 s instead of
 # librdkafka's 45 s, and a 1 s heartbeat makes members notice rebalances fast. KIP-848
@@ -592,7 +592,7 @@ class ScenarioRunner:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_REPO_ROOT), env.get("PYTHONPATH")]))
         with open(self.workdir / f"{step.name}.stderr", "ab") as err:
-            proc = subprocess.Popen([sys.executable, "-m", "pipelines.testbed.member", json.dumps(cfg)],
+            proc = subprocess.Popen([sys.executable, "-m", "testbed.member", json.dumps(cfg)],
                                     stdin=subprocess.PIPE, stdout=err, stderr=subprocess.STDOUT, env=env,
                                     cwd=self.workdir)
         self._procs[step.name] = proc

@@ -1,6 +1,6 @@
 """A realistic group-coordinator simulator: what a Kafka broker writes for N consumer groups.
 
-    from pipelines.simulator import SimConfig, simulate
+    from simulator import SimConfig, simulate
     summary = simulate(SimConfig(out="/tmp/sim", groups=20, minutes=10, seed=7, kafka_version="3.9"))
 
 writes `OUT/broker-<id>/__consumer_offsets-N/*.log` (through `pipelines.codec` and
