@@ -16,11 +16,24 @@ from pipelines.ingest.logs import ingest_logs
 from pipelines.ingest.segments import ingest_segments
 from pipelines.lake import Lake
 from pipelines.whatif.assemble import group_histories
-from pipelines.whatif.incremental import APP, ASSIGNORS_APP, COUNTS, OUTPUTS, stored_positions
-from pipelines.whatif.spark_job import (WhatifInputs, _cluster_maps, collect_counts, history_rows, raw_rows,
-                                        topic_count_rows, update_whatif)
+from pipelines.whatif.incremental import (
+    APP,
+    ASSIGNORS_APP,
+    COUNTS,
+    OUTPUTS,
+    stored_positions,
+)
+from pipelines.whatif.spark_job import (
+    WhatifInputs,
+    _cluster_maps,
+    collect_counts,
+    raw_rows,
+    topic_count_rows,
+    update_whatif,
+)
 from tests.conftest import RECORDINGS
 from tests.recordings_lake import build_silver, segments_lake, spark  # noqa: F401
+from tests.whatif_history_oracle import history_rows
 
 # A list no other test module uses: the shared lake's what-if tables are rebuilt from scratch for it.
 ASSIGNORS = ["sticky", "cooperative-sticky", "uniform"]

@@ -15,9 +15,10 @@ import pytest
 from pipelines.codec.dumpfmt import parse_dump_offsets_decoder
 from pipelines.whatif.history import build_history
 from pipelines.whatif.replay import actual, replay
-from pipelines.whatif.spark_job import WhatifInputs, history_rows, update_whatif
+from pipelines.whatif.spark_job import WhatifInputs, update_whatif
 from tests.conftest import RECORDINGS
 from tests.recordings_lake import SCENARIOS, segments_lake, spark  # noqa: F401
+from tests.whatif_history_oracle import history_rows
 
 ASSIGNORS = ["range", "cooperative-sticky", "uniform", "central-handoff"]
 

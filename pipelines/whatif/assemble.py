@@ -17,9 +17,10 @@ Sources (`_src`) and the columns each fills:
   ca  current_assignments (not deletions): gen (member epoch), ts_us
   cs  offset commit statistics per partition: topic, partition, n, ts_us (first), ts2_us (last), o0, o1
 
-The semantics are those documented in `spark_job` (durations, commit statistics, member
-metadata as of an epoch); `tests/test_whatif_assemble.py` checks this module against the
-Spark formulation (`spark_job.history_rows`) on every recording.
+An independent Spark formulation of the same rows (durations, commit statistics, member
+metadata as of an epoch) is the test oracle, `tests/whatif_history_oracle.py`:
+`tests/test_whatif_recordings.py` and `tests/test_whatif_incremental.py` check this module
+against it on every recording.
 """
 from __future__ import annotations
 
