@@ -22,8 +22,16 @@ import bisect
 import struct
 from math import ceil
 
+from pipelines.codec.consumer_protocol import read_user_data_prefix, write_user_data
+from pipelines.codec.errors import CodecError
+
 from .common import member_iteration_order, partition_rack_sets, use_rack_aware
-from .javahash import JavaHashSet, java_str_key, string_hashmap_order, topic_partition_hash
+from .javahash import (
+    JavaHashSet,
+    java_str_key,
+    string_hashmap_order,
+    topic_partition_hash,
+)
 from .model import AssignorError, MemberSpec, Problem, TopicPartition
 
 DEFAULT_GENERATION = -1
@@ -33,53 +41,22 @@ DEFAULT_GENERATION = -1
 # Member data (user data decoding)
 
 
-class _Underflow(Exception):
-    pass
-
-
-def _read_sticky_struct(buf: bytes, with_generation: bool):
-    pos = 0
-
-    def take(n: int) -> bytes:
-        nonlocal pos
-        if pos + n > len(buf):
-            raise _Underflow()
-        b = buf[pos:pos + n]
-        pos += n
-        return b
-
-    (count,) = struct.unpack(">i", take(4))
-    if count < 0:
-        raise _Underflow()  # a null array makes Java's iteration fail: treated as unparseable
-    partitions = []
-    for _ in range(count):
-        (slen,) = struct.unpack(">h", take(2))
-        if slen < 0:
-            raise _Underflow()
-        topic = take(slen).decode("utf-8", "replace")
-        (pcount,) = struct.unpack(">i", take(4))
-        if pcount < 0:
-            raise _Underflow()
-        for p in struct.unpack(f">{pcount}i", take(4 * pcount)):
-            partitions.append((topic, p))
-    generation = None
-    if with_generation:
-        (generation,) = struct.unpack(">i", take(4))
-    return partitions, generation
-
-
 def decode_sticky_user_data(data: bytes | None) -> tuple[list[TopicPartition], int | None]:
-    """`StickyAssignor.memberData`: (previous assignment, generation or None)."""
+    """`StickyAssignor.memberData`: (previous assignment, generation or None).
+
+    As Java: V1 `{previous_assignment, generation}` first, then V0 `{previous_assignment}`,
+    each read from the start with any bytes after it ignored; neither fits (a null array or
+    string, too few bytes) → no previous assignment at DEFAULT_GENERATION. The layouts are
+    the codec's (pipelines/codec/schemas.py)."""
     if not data:
         return [], None
-    try:
-        return _read_sticky_struct(data, True)
-    except (_Underflow, struct.error):
-        pass
-    try:
-        return _read_sticky_struct(data, False)
-    except (_Underflow, struct.error):
-        return [], DEFAULT_GENERATION
+    for fmt in ("sticky-v1", "sticky-v0"):
+        try:
+            d = read_user_data_prefix(data, fmt)
+        except CodecError:
+            continue
+        return [(t["topic"], p) for t in d["previous_assignment"] for p in t["partitions"]], d.get("generation")
+    return [], DEFAULT_GENERATION
 
 
 def encode_sticky_user_data(partitions: list[TopicPartition], generation: int) -> bytes:
@@ -87,12 +64,8 @@ def encode_sticky_user_data(partitions: list[TopicPartition], generation: int) -
     by_topic: dict[str, list[int]] = {}
     for t, p in partitions:
         by_topic.setdefault(t, []).append(p)
-    out = [struct.pack(">i", len(by_topic))]
-    for t, ps in by_topic.items():
-        tb = t.encode("utf-8")
-        out.append(struct.pack(">h", len(tb)) + tb + struct.pack(f">i{len(ps)}i", len(ps), *ps))
-    out.append(struct.pack(">i", generation))
-    return b"".join(out)
+    return write_user_data("sticky-v1", {"previous_assignment": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
+                                         "generation": generation})
 
 
 def _member_data_sticky(m: MemberSpec):

@@ -88,6 +88,21 @@ def decode_user_data(raw: bytes, protocol: str | None):
     return None
 
 
+def read_user_data_prefix(raw: bytes, fmt: str) -> dict:
+    """userData read as `fmt` the way Kafka's Java assignors read it (Struct.read): the fields
+    from the start, bytes after them ignored. Raises CodecError when the fields do not fit."""
+    try:
+        data, _ = _USER_DATA[fmt].read(raw, 0)
+    except FieldError as exc:
+        raise CodecError(f"userData ({fmt}): {exc}") from None
+    return data
+
+
+def write_user_data(fmt: str, data: dict) -> bytes:
+    """`data` (fields of `fmt`, no `_format`) as userData bytes."""
+    return encode_user_data({"_format": fmt, **data})
+
+
 def encode_user_data(value):
     """A userData field value (decoded dict, base64, bytes or None) -> bytes or None."""
     if value is None:
