@@ -13,7 +13,7 @@ from pydantic import Field, create_model
 from assets.metadata import table_result
 from assets.resources import LakeResource, SparkResource
 from pipelines.gold.model import GoldParams
-from pipelines.gold.runner import ASSET_INPUTS, GOLD_TABLES  # owned by the runner
+from pipelines.gold.runner import ASSET_INPUTS, GOLD_DESCRIPTIONS, GOLD_TABLES  # owned by the runner
 
 GOLD_GROUP = "gold"
 
@@ -42,7 +42,8 @@ GoldConfig = _gold_config()
 
 @multi_asset(
     name="gold_tables",
-    specs=[AssetSpec(t, group_name=GOLD_GROUP, deps=list(ASSET_INPUTS)) for t in GOLD_TABLES],
+    specs=[AssetSpec(t, group_name=GOLD_GROUP, deps=list(ASSET_INPUTS), description=GOLD_DESCRIPTIONS[t])
+           for t in GOLD_TABLES],
     description="Rebalance episodes, ownership, duplicate/skip windows, idle consumers, storms, anomalies, coverage gaps.",
 )
 def gold_tables(config: GoldConfig, lake: LakeResource, spark: SparkResource):

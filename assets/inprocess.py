@@ -28,6 +28,7 @@ class TableOutcome:
     rows_total: int | None
     delta_version: int | None
     uri: str | None
+    columns: list[str] | None = None  # as Dagster's UI lists them (dagster/column_schema)
 
 
 @dataclass
@@ -97,6 +98,11 @@ class MaterializeError(RuntimeError):
     """An asset failed; the message names it and gives the underlying error."""
 
 
+def _columns(meta) -> list[str] | None:
+    schema = meta.get("dagster/column_schema")
+    return None if schema is None else [c.name for c in schema.schema.columns]
+
+
 def _value(meta: Mapping, key: str):
     v = meta.get(key)
     return None if v is None else getattr(v, "value", v)
@@ -134,6 +140,7 @@ def materialize_all(resources: Mapping[str, object], ingest: Mapping | None = No
             rows_total=_value(meta, "rows_total"),
             delta_version=_value(meta, "delta_version"),
             uri=None if uri is None else str(uri),
+            columns=_columns(meta),
         ))
     evaluations = [_check_outcome(e) for e in result.get_asset_check_evaluations()] if checks else []
     done = {t.asset for t in tables}

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import pyarrow as pa
-from dagster import MaterializeResult, MetadataValue
+from dagster import MaterializeResult, MetadataValue, TableColumn, TableSchema
 
 
 def table_rows(lake, name: str) -> int:
@@ -19,13 +19,16 @@ def table_rows(lake, name: str) -> int:
 
 def table_result(lake, name: str, rows_written: int | None, **extra) -> MaterializeResult:
     """MaterializeResult for table `name`: rows written by this run, rows in the table,
-    Delta version and URI. A table the run had nothing to create is reported as absent."""
+    Delta version, URI and columns. A table the run had nothing to create is reported as absent."""
     meta: dict = {"table_uri": MetadataValue.path(lake.uri(name))}
     if rows_written is not None:
         meta["rows_written"] = MetadataValue.int(int(rows_written))
     if lake.exists(name):
         meta["rows_total"] = MetadataValue.int(table_rows(lake, name))
         meta["delta_version"] = MetadataValue.int(lake.version(name))
+        # The UI's column list for the asset (and its lineage of columns).
+        meta["dagster/column_schema"] = MetadataValue.table_schema(TableSchema(columns=[
+            TableColumn(f.name, str(f.type)) for f in lake.schema(name)]))
     else:
         meta["rows_total"] = MetadataValue.int(0)
         meta["table_exists"] = MetadataValue.bool(False)

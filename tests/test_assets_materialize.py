@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
@@ -143,6 +144,7 @@ def test_metadata_reports_delta_versions(materialized):
             dt = DeltaTable(str(lake_root / o.asset))
             assert o.delta_version == dt.version(), o.asset
             assert o.rows_total == dt.to_pyarrow_dataset().count_rows(), o.asset
+            assert o.columns == pa.schema(dt.schema().to_arrow()).names, o.asset  # the columns Dagster's UI lists
         else:
             assert o.delta_version is None and o.rows_total == 0
 

@@ -25,17 +25,22 @@ from .model import GoldInputs, GoldParams
 
 log = logging.getLogger(__name__)
 
-GOLD_TABLES = (
-    "ownership_intervals",
-    "commit_attribution",
-    "rebalance_episodes",
-    "duplicate_windows",
-    "skip_windows",
-    "commit_anomalies",
-    "idle_consumers",
-    "rebalance_storms",
-    "coverage_gaps",
-)
+# Each gold table and what one row is (the Dagster asset's description, docs/gold.md).
+GOLD_DESCRIPTIONS = {
+    "ownership_intervals": "One partition owned by one member from one assignment to the next: who consumed what, when.",
+    "commit_attribution": "Each offset commit with the member that owned its partition when it was written.",
+    "rebalance_episodes": "One logical rebalance of a group: trigger, generations or epochs it spanned, duration, "
+                          "partitions moved and revoked, members joined and left.",
+    "duplicate_windows": "Offsets at risk of being consumed twice at a handover or rewind: from the last commit to "
+                         "where the old owner stopped, with the cause and an estimate of the records.",
+    "skip_windows": "Offsets possibly never processed: a commit that jumped past records, or past the log end.",
+    "commit_anomalies": "A partition's commits going backwards (rewind), repeating one offset (stall) or ceasing (stop).",
+    "idle_consumers": "A member that held no partition for a generation or epoch, with the cause.",
+    "rebalance_storms": "At least K logical rebalances of a group inside W minutes.",
+    "coverage_gaps": "Stretches of a group's history the lake cannot see (compaction, retention, a missing log): "
+                     "never counted as failed rebalances.",
+}
+GOLD_TABLES = tuple(GOLD_DESCRIPTIONS)
 
 # Silver (and bronze/live) tables → GoldInputs fields. The first three are required.
 REQUIRED = ("offset_commits", "group_generations", "member_assignments")
