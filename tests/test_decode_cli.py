@@ -175,7 +175,34 @@ def test_fast_line_encoder_equals_the_plain_json_of_every_recorded_item():
         for item in iter_paths([scenario / "offsets_segments"]):
             line, kind = enc.encode(item)
             obj, is_error = to_json_dict(item)
-            assert json.loads(line) == obj
+            assert line == json.dumps(obj, separators=(",", ":"))  # byte for byte the standard library's text
             assert kind == ("error" if is_error else "record")
             count += 1
     assert count == 6572 + 297  # README: data records of all runs, plus the markers
+
+
+def test_json_text_is_the_standard_librarys_text_for_every_kind_of_value():
+    from pipelines.segments.jsonlines import json_text
+
+    values = ["plain", "caf\u00e9", "\u4e2d\u6587", "\U0001f600", "del\x7f", "nul\x00esc\x1b", "tab\t\n\r\b\f",
+              "quote\"back\\slash/", "\u202egnp.exe", "lone \ud800 surrogate", 1 << 63, -(1 << 63) - 1, 1 << 64,
+              2**31, -1, True, False, None, [], {}, {"nested": [{"a": "\u00e9", "b": [1, None]}]}]
+    for v in values:
+        assert json_text(v) == json.dumps(v, separators=(",", ":")), v
+        assert json_text({"k": v, "l": [v, v]}) == json.dumps({"k": v, "l": [v, v]}, separators=(",", ":")), v
+
+
+def test_several_processes_print_the_very_same_lines_in_the_same_order(tmp_path):
+    # Every recording at once (several brokers' segment files, errors and markers among
+    # them): --jobs 3 hands the files to three processes and must print what one does.
+    bad = write_segment(tmp_path, good_batch(0) + b"\x00" * 40 + good_batch(3))
+    runs = {}
+    for jobs in ("1", "3"):
+        proc = subprocess.run([CLI, "decode", "--jobs", jobs, str(RECORDINGS), str(bad)],
+                              cwd=REPO, capture_output=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        runs[jobs] = proc
+    assert runs["3"].stdout == runs["1"].stdout and runs["3"].stderr == runs["1"].stderr
+    assert b'"error"' in runs["1"].stdout and len(runs["1"].stdout.splitlines()) > 6572
+    proc = subprocess.run([CLI, "decode", "--jobs", "0", str(bad)], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "--jobs must be at least 1" in proc.stderr

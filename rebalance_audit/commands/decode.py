@@ -8,13 +8,21 @@ count of errors on stderr, or 1 with `--strict` when there was any error.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
+import os
 import re
+import shutil
 import sys
+import tempfile
+from collections import Counter, deque
 
 from rebalance_audit.cli import UsageError
 
 _RELEASE = re.compile(r"^\d+\.\d+$")
 _FLUSH_EVERY = 2000
+# Below this much segment data a second process costs more than it saves (its start-up and
+# imports take about half a second).
+_PARALLEL_FROM = 16 << 20
 
 
 def register(subparsers) -> None:
@@ -45,51 +53,120 @@ def register(subparsers) -> None:
         "version bump (without it such records are error lines, never a guess)",
     )
     p.add_argument("--strict", action="store_true", help="exit 1 if any record could not be read or decoded")
+    p.add_argument("--jobs", type=int, metavar="N",
+                   help="processes decoding segment files at once (default: one per CPU when the files hold "
+                        f"{_PARALLEL_FROM >> 20} MiB or more, else 1); the output is the same, in the same order")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipelines.segments import discover, iter_segment_records
-    from pipelines.segments.jsonlines import LineEncoder
+    from pipelines.segments import discover
     from pipelines.segments.paths import SegmentPathError
 
     if args.kafka_version is not None and not _RELEASE.match(args.kafka_version):
         raise UsageError(f"--kafka-version must look like 3.9 or 4.0, not {args.kafka_version!r}")
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError(f"--jobs must be at least 1, not {args.jobs}")
     try:
         segments = discover(args.paths)
     except SegmentPathError as exc:
         raise UsageError(str(exc)) from None
 
+    jobs = args.jobs or _default_jobs(segments)
     progress = sys.stderr.isatty()
-    encode = LineEncoder(args.kafka_version).encode
-    out = sys.stdout
-    lines: list[str] = []
-    records = errors = empty = 0
-    for i, seg in enumerate(segments, 1):
+    totals = Counter()
+    decoded = _decode_in_parallel(segments, args.kafka_version, jobs) if jobs > 1 and len(segments) > 1 \
+        else (_decode_here(seg, args.kafka_version) for seg in segments)
+    for i, (seg, counts) in enumerate(decoded, 1):
+        totals.update(counts)
         if progress:
-            print(f"\rdecoding {i}/{len(segments)}: {seg.path} ", end="", file=sys.stderr, flush=True)
-        for item in iter_segment_records(seg.path, partition=seg.partition, broker=seg.broker):
-            line, kind = encode(item)
-            if kind == "record":
-                records += 1
-            elif kind == "error":
-                errors += 1
-            else:
-                empty += 1
-            lines.append(line)
-            if len(lines) >= _FLUSH_EVERY:
-                out.write("\n".join(lines) + "\n")
-                lines.clear()
-    if lines:
-        out.write("\n".join(lines) + "\n")
-    out.flush()
+            print(f"\rdecoded {i}/{len(segments)}: {seg.path} ", end="", file=sys.stderr, flush=True)
+    sys.stdout.flush()
     if progress:
         print("\r\033[K", end="", file=sys.stderr)
     summary = (
-        f"rebalance-audit decode: {records} records, {empty} empty batches, {errors} errors "
-        f"in {len(segments)} segment files"
+        f"rebalance-audit decode: {totals['record']} records, {totals['empty_batch']} empty batches, "
+        f"{totals['error']} errors in {len(segments)} segment files"
     )
-    if errors:
+    if totals["error"]:
         summary += ' (see the {"error": ...} lines)'
     print(summary, file=sys.stderr)
-    return 1 if (args.strict and errors) else 0
+    return 1 if (args.strict and totals["error"]) else 0
+
+
+def _default_jobs(segments) -> int:
+    size = 0
+    for seg in segments:
+        try:
+            size += seg.path.stat().st_size
+        except OSError:
+            pass  # unreadable: the reader reports it as an error line
+    return (os.cpu_count() or 1) if size >= _PARALLEL_FROM else 1
+
+
+def _write_lines(seg, kafka_version: str | None, out) -> Counter:
+    """Every line of one segment file to the text stream `out`; counts per line kind."""
+    from pipelines.segments import iter_segment_records
+    from pipelines.segments.jsonlines import LineEncoder
+
+    encode = LineEncoder(kafka_version).encode
+    counts: Counter = Counter()
+    lines: list[str] = []
+    for item in iter_segment_records(seg.path, partition=seg.partition, broker=seg.broker):
+        line, kind = encode(item)
+        counts[kind] += 1
+        lines.append(line)
+        if len(lines) >= _FLUSH_EVERY:
+            out.write("\n".join(lines) + "\n")
+            lines.clear()
+    if lines:
+        out.write("\n".join(lines) + "\n")
+    return counts
+
+
+def _decode_here(seg, kafka_version: str | None):
+    return seg, _write_lines(seg, kafka_version, sys.stdout)
+
+
+def _decode_to_file(seg, kafka_version: str | None, path: str) -> Counter:
+    """A worker's task: one segment file's lines into `path` (ASCII: `decode` escapes the rest)."""
+    with open(path, "w", encoding="ascii", newline="\n") as out:
+        return _write_lines(seg, kafka_version, out)
+
+
+def _decode_in_parallel(segments, kafka_version: str | None, jobs: int):
+    """(segment, counts) in `segments`' order, each segment's lines written to stdout first.
+
+    Each worker decodes whole segment files into a temporary file, which the parent copies
+    to stdout in order: the output is byte for byte the sequential one, and memory stays
+    bounded by the files in flight (at most two per worker), not by the output's size."""
+    ctx = multiprocessing.get_context("forkserver")  # no fork of a process that may hold threads
+    window: deque = deque()
+    with tempfile.TemporaryDirectory(prefix="rebalance-audit-decode-") as tmp, \
+            ctx.Pool(jobs) as pool:
+        pending = iter(enumerate(segments))
+
+        def submit() -> bool:
+            item = next(pending, None)
+            if item is None:
+                return False
+            i, seg = item
+            path = os.path.join(tmp, f"{i}.jsonl")
+            window.append((seg, path, pool.apply_async(_decode_to_file, (seg, kafka_version, path))))
+            return True
+
+        while len(window) < 2 * jobs and submit():
+            pass
+        out = sys.stdout
+        while window:
+            seg, path, result = window.popleft()
+            counts = result.get()
+            out.flush()
+            with open(path, "rb") as f:
+                if hasattr(out, "buffer"):
+                    shutil.copyfileobj(f, out.buffer, 1 << 20)
+                else:  # a text stream without bytes underneath (an in-process caller's StringIO)
+                    out.write(f.read().decode("ascii"))
+            os.unlink(path)
+            submit()
+            yield seg, counts
