@@ -9,7 +9,10 @@ record every so often; several partitions; every Nth batch gzip), then times:
   reader+codec+json ... plus the JSON line `rebalance-audit decode` prints
 
 and, as a calibration that makes the figures comparable across machines, `gzip -1 -c FILE
-> /dev/null` over the same files (MB/s of segment bytes).
+> /dev/null` over the same files (MB/s of segment bytes). Then, side by side on the same
+files, the commands a user would run, output to /dev/null: `rebalance-audit decode` (one
+process per CPU, and `--jobs 1`) and Kafka's own DumpLogSegments (`kafka-dump-log.sh
+--offsets-decoder`, with kafka-run-class.sh's JVM options, from the set-up cache's JARs).
 
     .venv/bin/python bench/bench_decode.py                 # 3,000,000 records
     .venv/bin/python bench/bench_decode.py --records 200000 --gzip-every 2
@@ -17,6 +20,7 @@ and, as a calibration that makes the figures comparable across machines, `gzip -
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import shutil
 import subprocess
@@ -25,7 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
 
 from pipelines.codec import decode_record, encode_key, encode_value  # noqa: E402
 from pipelines.segments import SegmentError, SegmentRecord, discover, iter_paths  # noqa: E402
@@ -139,6 +144,32 @@ def gzip_calibration(files) -> tuple[float, float]:
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
+def run_command(argv) -> tuple[float, float]:
+    """(wall, CPU of the children) seconds of one command, its stdout to /dev/null."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    wall = time.perf_counter() - t
+    if proc.returncode != 0:
+        raise SystemExit(f"{argv[0]} failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def dump_log_segments_argv(files) -> list[str]:
+    """Kafka's own `kafka-dump-log.sh --offsets-decoder --files ...`, as kafka-run-class.sh runs
+    it (its default heap and JVM performance options), from the set-up cache's Kafka JARs."""
+    from testbed.kafka_home import find_java, find_kafka_libs
+
+    libs = find_kafka_libs(install=True)
+    classpath = os.pathsep.join(str(p) for p in sorted(libs.glob("*.jar")))
+    return [find_java(), "-Xmx256M", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+            "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent", "-XX:MaxInlineLevel=15",
+            "-Djava.awt.headless=true", "-Dlog4j2.configurationFile=" + (HERE.parent / "testbed" / "log4j2-tools.properties").as_uri(),
+            "-cp", classpath, "org.apache.kafka.tools.DumpLogSegments", "--offsets-decoder",
+            "--files", ",".join(map(str, files))]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=3_000_000, help="records to write (default 3,000,000)")
@@ -167,12 +198,28 @@ def main() -> int:
         print(f"{'':<18} {'records/s':>12} {'MB/s':>8}   {'CPU rec/s':>12} {'CPU MB/s':>8}")
         for label, fn in (("reader", run_reader), ("reader+codec", run_reader_codec),
                           ("reader+codec+json", run_reader_codec_json)):
-            n, wall, cpu = timed(lambda: fn(root))
+            n, wall, cpu = timed(lambda fn=fn: fn(root))
             print(f"{label:<18} {n / wall:>12,.0f} {size / wall / 1e6:>8.1f}   {n / cpu:>12,.0f} "
                   f"{size / cpu / 1e6:>8.1f}   ({n:,} items, {wall:.1f} s wall, {cpu:.1f} s CPU)")
         wall, cpu = gzip_calibration(files)
         print(f"{'gzip -1 (calib.)':<18} {'':>12} {size / wall / 1e6:>8.1f}   {'':>12} {size / cpu / 1e6:>8.1f}"
               f"   ({wall:.1f} s wall, {cpu:.1f} s CPU)")
+        gzip_wall = wall
+        # Side by side, the commands a user runs on the same files, output to /dev/null.
+        cli = str(HERE.parent / ".venv" / "bin" / "rebalance-audit")
+        print(f"\nside by side on the same {len(files)} files ({written:,} records), wall clock:")
+        print(f"{'':<34} {'records/s':>12} {'s':>8} {'x gzip -1':>10}")
+        figures = {}
+        for label, argv in ((f"rebalance-audit decode (--jobs {os.cpu_count()})", [cli, "decode", str(root)]),
+                            ("rebalance-audit decode --jobs 1", [cli, "decode", "--jobs", "1", str(root)]),
+                            ("Kafka DumpLogSegments", dump_log_segments_argv(files))):
+            wall, _ = run_command(argv)
+            figures[label] = wall
+            print(f"{label:<34} {written / wall:>12,.0f} {wall:>8.1f} {wall / gzip_wall:>10.1f}")
+        kafka = figures["Kafka DumpLogSegments"]
+        for label, wall in figures.items():
+            if label != "Kafka DumpLogSegments":
+                print(f"{label}: {kafka / wall:.2f}x DumpLogSegments' records/s")
     finally:
         if tmp is not None:
             tmp.cleanup()

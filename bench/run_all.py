@@ -3,7 +3,9 @@
 The pipeline benchmark (bench_pipeline.py) runs the sizes given by BENCH_SIZES (default
 "small,medium"; "large" = 10 M commits and 100 k generations takes long: run it in the
 background with `nohup .venv/bin/python bench/bench_pipeline.py --sizes large &`).
-The component benchmarks (decode, parse-logs, assignors) print their own figures.
+Then the decode benchmark (bench_decode.py: `rebalance-audit decode` side by side with
+Kafka's DumpLogSegments and `gzip -1` on the same files). The other component benchmarks
+(parse-logs, assignors) run with BENCH_COMPONENTS=1; each prints its own figures.
 """
 from __future__ import annotations
 
@@ -21,8 +23,8 @@ def main(argv=None) -> int:
     # stays one command; bench_pipeline.py takes the detailed options.
     argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args(argv)
     sizes = os.environ.get("BENCH_SIZES", "small,medium")
-    steps = [["bench_pipeline.py", "--sizes", sizes]]
-    for extra in ("bench_decode.py", "bench_parse_logs.py", "bench_assignors.py"):
+    steps = [["bench_pipeline.py", "--sizes", sizes], ["bench_decode.py"]]
+    for extra in ("bench_parse_logs.py", "bench_assignors.py"):
         if (HERE / extra).exists() and os.environ.get("BENCH_COMPONENTS", "0") == "1":
             steps.append([extra])
     failed = 0

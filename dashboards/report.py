@@ -164,7 +164,7 @@ def _incremental(lake, out: Path, kept: dict | None, inputs: dict, tables: LakeT
     return None if data is None else (data, keys)
 
 
-def write_report(lake, out_dir: str | os.PathLike, page_size: int = 100, caps: Caps = Caps(),
+def write_report(lake, out_dir: str | os.PathLike, page_size: int = 100, caps: Caps = Caps(),  # noqa: B008 - a frozen dataclass, never mutated
                  force: bool = False) -> ReportResult:
     """Write the report of `lake` into `out_dir`; kept as it is when its inputs did not
     change since it was written (`force` rewrites it anyway)."""

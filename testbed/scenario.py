@@ -611,7 +611,7 @@ class ScenarioRunner:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-            raise BrokerError(f"member {step.name} did not close within {step.timeout:.0f} s; killed it")
+            raise BrokerError(f"member {step.name} did not close within {step.timeout:.0f} s; killed it") from None
         run = self.members[step.name]
         run.fate, run.ended_at_ms = "left", _now_ms()
         self.log("left", member=step.name, pid=proc.pid, exit_code=code)

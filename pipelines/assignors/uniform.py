@@ -394,7 +394,7 @@ def _hetero_rewrite(view: _ServerView) -> dict[str, list[TopicPartition]]:
         moved = False
         for t in balanced_topics:
             subs = topic_subscribers[t]
-            sizes = lambda: [len(target[j]) for j in subs]  # noqa: E731
+            sizes = lambda subs=subs: [len(target[j]) for j in subs]  # noqa: E731
             if max(sizes()) - min(sizes()) <= 1:
                 continue
             parts = sorted(((owner[(t, p)], p) for p in range(counts[t])))
