@@ -113,5 +113,22 @@ REBALANCE_STORMS = Suite("rebalance_storms", "gold", (
               WARN, ("episodes", "started_at", "incarnation", "group_id"), _storm_size, scope=()),
 ))
 
+_LAG_KEY = ["cluster", "group_id", "topic", "partition", "sampled_at"]
+CONSUMER_LAG = Suite("consumer_lag", "gold", (
+    unique_check("one_row_per_sample", _LAG_KEY, description="one lag per group, partition and sample"),
+    row_check("lag_is_end_minus_committed",
+              lambda: F.col("lag").isNull() != F.col("committed_offset").isNull(), _LAG_KEY,
+              lambda: fmt("lag %s with committed offset %s", "lag", "committed_offset"), ("lag", "committed_offset"),
+              "a lag is known exactly when the committed offset is (a deleted commit leaves neither)"),
+    row_check("committed_before_the_sample", lambda: F.col("committed_at") > F.col("sampled_at"), _LAG_KEY,
+              lambda: fmt("committed at %s, sampled at %s", "committed_at", "sampled_at"), ("committed_at", "sampled_at"),
+              "the commit a lag is measured from was written before the sample"),
+    row_check("lag_non_negative", lambda: F.col("lag") < 0, _LAG_KEY,
+              lambda: fmt("lag %s (end %s, committed %s)", "lag", "end_offset", "committed_offset"),
+              ("lag", "end_offset", "committed_offset"),
+              "a committed offset past the log end (the commit_jump / committed_past_log_end skip windows say why)",
+              severity=WARN),
+))
+
 SUITES = (OWNERSHIP_INTERVALS, COMMIT_ATTRIBUTION, DUPLICATE_WINDOWS, SKIP_WINDOWS, REBALANCE_EPISODES,
-          COMMIT_ANOMALIES, COVERAGE_GAPS, IDLE_CONSUMERS, REBALANCE_STORMS)
+          COMMIT_ANOMALIES, COVERAGE_GAPS, IDLE_CONSUMERS, REBALANCE_STORMS, CONSUMER_LAG)

@@ -439,3 +439,69 @@ def test_a_rewind_the_owner_overtakes_at_once_is_no_window(segments_lake, gold, 
 
     assert windows_with_lowered(inside) == []
     assert windows_with_lowered(last) == [(last.prev_off - 1, last.prev_off)]
+
+
+# ----------------------------------------------------------------------------- consumer lag
+LAG_SCENARIOS = [s for s in SCENARIOS if s != "transactional_commits"]  # its commits take effect at markers
+
+
+def _lag_samples_and_truth(scenario: str, min_gap_ms: int = 400) -> tuple[list[tuple], dict]:
+    """Log-end samples as live ingestion takes them, and the lag each must give, from the
+    recording's own clients: the producer's deliveries (offset N delivered by time t: the
+    log end is past N) and the commits each consumer saw acknowledged. Samples are taken
+    halfway between acknowledgements at least `min_gap_ms` apart, so that no commit is in
+    flight at a sample (written by the broker, not yet acknowledged)."""
+    import datetime as dt
+
+    def events(path):
+        return [json.loads(line) for line in path.read_text().splitlines()]
+
+    delivered = sorted((e["ts_ms"], e["topic"], e["partition"], e["offset"])
+                       for e in events(RECORDINGS / scenario / "producer.jsonl")
+                       if e["event"] == "delivered" and e.get("error") is None)
+    acks = sorted((e["ts_ms"], e["group"], o["topic"], o["partition"], o["offset"])
+                  for f in sorted((RECORDINGS / scenario / "consumers").glob("*.jsonl")) for e in events(f)
+                  if e["event"] == "commit" and e.get("result") == "ok"
+                  for o in e["offsets"] if o.get("error") is None and o["offset"] >= 0)
+    times = sorted({a[0] for a in acks})
+    samples, truth = [], {}
+    for before, after in zip(times, times[1:]):
+        if after - before < min_gap_ms:
+            continue
+        t = (before + after) // 2
+        end: dict = {}
+        for ts, topic, partition, offset in delivered:
+            if ts <= t:
+                end[(topic, partition)] = max(end.get((topic, partition), 0), offset + 1)
+        committed: dict = {}
+        for ts, group, topic, partition, offset in acks:
+            if ts <= t:
+                committed[(group, topic, partition)] = offset
+        at = dt.datetime.fromtimestamp(t / 1000, dt.timezone.utc).replace(tzinfo=None)
+        samples += [(scenario, topic, partition, 0, e, at) for (topic, partition), e in end.items()]
+        for (group, topic, partition), offset in committed.items():
+            if (topic, partition) in end:
+                truth[(scenario, group, topic, partition, at)] = end[(topic, partition)] - offset
+    return samples, truth
+
+
+def test_consumer_lag_at_every_sample_is_the_log_end_minus_the_acknowledged_commit(segments_lake, spark):  # noqa: F811
+    from pipelines.gold import GoldInputs
+    from pipelines.gold.lag import build_consumer_lag
+
+    samples, truth = [], {}
+    for scenario in LAG_SCENARIOS:
+        s, t = _lag_samples_and_truth(scenario)
+        samples += s
+        truth.update(t)
+    ends = spark.createDataFrame(samples, "cluster string, topic string, partition int, start_offset long, "
+                                          "end_offset long, sampled_at timestamp")
+    inputs = runner.read_inputs(segments_lake)
+    lag = build_consumer_lag(GoldInputs(**{**vars(inputs), "partition_end_offsets": ends}))
+    got = {(r["cluster"], r["group_id"], r["topic"], r["partition"], r["sampled_at"]): r["lag"]
+           for r in lag.where(F.col("cluster").isin(LAG_SCENARIOS)).collect()}
+    assert len(truth) > 1000
+    wrong = {k: (got.get(k), v) for k, v in truth.items() if got.get(k) != v}
+    assert not wrong, sorted(wrong.items())[:10]
+    # A sample before a group's first commit on a partition is no row: it had no position.
+    assert set(got) >= set(truth) and all(v is not None for v in got.values())

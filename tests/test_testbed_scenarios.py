@@ -450,6 +450,21 @@ def test_latest_state_equals_kafka_consumer_groups(recorded):
     assert _latest_commits(recorded) == committed
 
 
+def test_consumer_lag_is_the_lag_kafka_consumer_groups_printed(recorded):
+    """The finished groups stand still (no member, no producer): their committed offsets and
+    their topics' log ends are the same when Kafka's tool described them and when `ingest
+    kafka` sampled them right after, so gold's lag at that sample is the tool's LAG."""
+    described = {(r["GROUP"], r["TOPIC"], int(r["PARTITION"])): (int(r["LOG-END-OFFSET"]), int(r["LAG"]))
+                 for r in recorded.described_offsets
+                 if r["GROUP"] in GROUPS.values() and r.get("LAG", "-") != "-"}
+    latest: dict = {}
+    for r in _rows(recorded, "consumer_lag"):
+        key = (r["group_id"], r["topic"], r["partition"])
+        if r["group_id"] in GROUPS.values() and (key not in latest or r["sampled_at"] > latest[key]["sampled_at"]):
+            latest[key] = r
+    assert described and {k: (r["end_offset"], r["lag"]) for k, r in latest.items()} == described
+
+
 def _latest_members(recorded: Recorded) -> dict[str, set]:
     out: dict[str, set] = {}
     gens = _rows(recorded, "member_assignments", "it-steady-classic")

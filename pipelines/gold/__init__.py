@@ -24,7 +24,7 @@ def build_all(inputs: GoldInputs, params: GoldParams | None = None) -> dict:
     The shared intermediate results (snapshots, ownership, attribution, episodes) are
     computed here, once; the tables returned are lazy DataFrames over them.
     """
-    from . import anomalies, coverage, duplicates, episodes, idle, ownership, storms
+    from . import anomalies, coverage, duplicates, episodes, idle, lag, ownership, storms
 
     params = params or GoldParams()
     # Inputs are not pinned: each table's plan reads the few it needs straight from their
@@ -46,6 +46,7 @@ def build_all(inputs: GoldInputs, params: GoldParams | None = None) -> dict:
             eps, params, storms.membership_identities(inputs.member_assignments, inputs.consumer_group_members),
             holdings),
         "coverage_gaps": coverage.build_coverage_gaps(inputs),
+        "consumer_lag": lag.build_consumer_lag(inputs),
     }
     return out
 

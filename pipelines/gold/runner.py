@@ -39,6 +39,8 @@ GOLD_DESCRIPTIONS = {
     "rebalance_storms": "At least K logical rebalances of a group inside W minutes.",
     "coverage_gaps": "Stretches of a group's history the lake cannot see (compaction, retention, a missing log): "
                      "never counted as failed rebalances.",
+    "consumer_lag": "How far a group's committed offset trailed the log end on one partition at one sample of the "
+                    "log-end offsets (live ingestion): kafka-consumer-groups' LAG, as history.",
 }
 GOLD_TABLES = tuple(GOLD_DESCRIPTIONS)
 
