@@ -42,7 +42,7 @@ GROUP_KEYS = ("cluster", "group_id")
 
 # Tables the report reads (docs/gold.md, docs/whatif.md). Gold and what-if ones may be absent.
 GOLD = ("rebalance_episodes", "ownership_intervals", "duplicate_windows", "skip_windows", "idle_consumers",
-        "rebalance_storms", "commit_anomalies", "coverage_gaps")
+        "rebalance_storms", "commit_anomalies", "coverage_gaps", "consumer_lag")
 WHATIF = ("whatif_summary",)
 # The silver tables every group appears in (member_assignments holds the same groups as
 # group_generations, row by member, so scanning it too would only add work).
@@ -53,7 +53,7 @@ SILVER = ("group_generations", "offset_commits", "consumer_group_epochs")
 class Caps:
     """How much of one group's history a page draws, and of the whole report the driver holds.
 
-    Per group: the latest `intervals`/`episodes`/`gaps`, the top `windows` duplicate and skip
+    Per group: the latest `intervals`/`episodes`/`gaps`/`lag` samples, the top `windows` duplicate and skip
     windows (most records first), `idle` longest idle spans, `storms` longest storms,
     `anomalies` longest anomalies, the `rate_partitions` busiest partitions' commit rates in
     at most `rate_buckets` time buckets, the what-if rows of the latest incarnation.
@@ -67,12 +67,13 @@ class Caps:
     storms: int = 200
     anomalies: int = 500
     gaps: int = 200
+    lag: int = 400
     whatif: int = 64
     rate_partitions: int = 24
     rate_buckets: int = 150
     budget_intervals: int = 600_000
     budget_episodes: int = 300_000
-    budget_findings: int = 200_000  # per finding kind (duplicate, skip, idle, storm, anomaly, gap)
+    budget_findings: int = 200_000  # per finding kind (duplicate, skip, idle, storm, anomaly, gap, lag)
     budget_rate_points: int = 600_000
     floor: int = 10
 
@@ -144,7 +145,7 @@ OVERVIEW_COLUMNS = (
     "idle_members", "storms", "anomalies", "coverage_gaps", "ownership_intervals",
 )
 # Totals the pages quote next to a capped list, and what the commit-rate buckets need.
-EXTRA_COLUMNS = ("skip_records", "idle_spans", "commit_partitions", "commit_t0", "commit_t1")
+EXTRA_COLUMNS = ("skip_records", "idle_spans", "commit_partitions", "commit_t0", "commit_t1", "lag_rows")
 
 # Within a computed table, a group with no rows has zero of it (not "unknown").
 ZERO_IF = {
@@ -153,6 +154,7 @@ ZERO_IF = {
     "skip_windows": ("skip_windows", "skip_records"), "idle_consumers": ("idle_members", "idle_spans"),
     "rebalance_storms": ("storms",), "commit_anomalies": ("anomalies",), "coverage_gaps": ("coverage_gaps",),
     "ownership_intervals": ("ownership_intervals",), "offset_commits": ("commit_partitions",),
+    "consumer_lag": ("lag_rows",),
 }
 
 
@@ -204,7 +206,8 @@ def _stat_inputs(t: LakeTables) -> list[tuple[str, dict[str, F.Column]]]:
         i = t.get("idle_consumers")
         lasting = ~F.coalesce(F.col("transient"), F.lit(False)) if "transient" in i.columns else F.lit(True)
         out.append(("idle_consumers", {"_idle_span": one, "_idle_member": F.when(lasting, F.col("member_id"))}))
-    for name, col in (("rebalance_storms", "_storm"), ("commit_anomalies", "_anomaly"), ("coverage_gaps", "_gap")):
+    for name, col in (("rebalance_storms", "_storm"), ("commit_anomalies", "_anomaly"), ("coverage_gaps", "_gap"),
+                      ("consumer_lag", "_lag")):
         if t.has(name):
             out.append((name, {col: one}))
     return out
@@ -274,6 +277,7 @@ def _stats_frame(t: LakeTables) -> DataFrame | None:
         distinct("_part").alias("commit_partitions"),
         min_("_t").alias("commit_t0"),
         max_("_t").alias("commit_t1"),
+        sum_("_lag").alias("lag_rows"),
     )
     for table, names in ZERO_IF.items():
         for n in names:
@@ -336,6 +340,7 @@ def effective_caps(stats: pa.Table, caps: Caps) -> Caps:
         storms=fit_cap(counts("storms"), caps.storms, caps.budget_findings, fc),
         anomalies=fit_cap(counts("anomalies"), caps.anomalies, caps.budget_findings, fc),
         gaps=fit_cap(counts("coverage_gaps"), caps.gaps, caps.budget_findings, fc),
+        lag=fit_cap(counts("lag_rows"), caps.lag, caps.budget_findings, fc),
     )
     # Commit rates: (busiest partitions) x (time buckets) points per group; fewer buckets
     # for every group when the report would hold too many points.
@@ -382,6 +387,9 @@ DETAIL = {
     "gap": ("coverage_gaps",
             ("topic", "partition", "kind", "from_ts", "to_ts", "log_from", "log_to", "detail"),
             "from_ts", ("from_ts",), "gaps"),
+    "lag": ("consumer_lag",
+            ("topic", "partition", "sampled_at", "end_offset", "committed_offset", "committed_at", "lag"),
+            "sampled_at", ("sampled_at", "lag"), "lag"),
 }
 WHATIF_COLUMNS = (
     "incarnation", "group_kind", "real_assignor", "assignor", "protocol", "steps", "rounds", "moved", "revoked",

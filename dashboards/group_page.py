@@ -131,6 +131,14 @@ def render(g: GroupData, missing: set[str], caps: Caps, overview_href: str = "..
                         lambda r: [_cell(r.get("kind")), _part(r), fmt_ts(r.get("started_at")), fmt_ts(r.get("ended_at")),
                                    "—" if r.get("span_ms") is None else fmt_duration(r["span_ms"]),
                                    _num(r.get("offset_from")), _num(r.get("offset_to")), _cell(r.get("member_id"))]))
+    body.append(_simple(g, missing, "lag", "consumer_lag", "Consumer lag", "lag", s.get("lag_rows"), "samples",
+                        "latest", "",
+                        [("sampled", False), ("partition", False), ("log end", True), ("committed", True),
+                         ("committed at", False), ("lag", True)],
+                        lambda r: [fmt_ts(r.get("sampled_at")), _part(r), _num(r.get("end_offset")),
+                                   _num(r.get("committed_offset")), fmt_ts(r.get("committed_at")), _num(r.get("lag"))],
+                        empty="None: lag is sampled by live ingestion (ingest kafka), and segment files alone hold "
+                              "no log-end offsets."))
     body.append(_simple(g, missing, "gap", "coverage_gaps", "Coverage gaps", "gaps", s.get("coverage_gaps"), "gaps",
                         "latest", "",
                         [("kind", False), ("partition", False), ("from", False), ("to", False), ("detail", False)],
@@ -150,14 +158,15 @@ def _total(v, noun: str) -> str:
     return "" if v is None else f" ({int(v):,} {noun})"
 
 
-def _simple(g, missing, kind, table_name, title, table_id, total, noun, pick, extra, headers, row_fn) -> str:
+def _simple(g, missing, kind, table_name, title, table_id, total, noun, pick, extra, headers, row_fn,
+            empty: str = "None.") -> str:
     out = [f'<section id="{table_id}-section"><h2>{text(title)}</h2>']
     if table_name in missing:
         out.append(f"<p>{NOT_COMPUTED}</p>")
     else:
         rows = g.rows(kind)
         if not rows:
-            out.append('<p class="note">None.</p>')
+            out.append(f'<p class="note">{text(empty)}</p>')
         else:
             out.append(_shown(rows, total, noun, pick, extra))
             out.append(table(table_id, headers, [row_fn(r) for r in rows]))
