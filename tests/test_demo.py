@@ -127,6 +127,14 @@ def test_demo_end_to_end(tmp_path):
     # The report was written and its index printed.
     index = Path(re.search(r"^report: (.+)$", out, re.M).group(1))
     assert index == tmp_path / "report" / "index.html" and index.is_file()
+    # Live ingestion sampled the log ends: each group's lag is in the lake and on its page.
+    lag = _rows(lake, "consumer_lag", cluster)
+    assert {r["group_id"] for r in lag} >= set(GROUPS) and all(r["lag"] >= 0 for r in lag if r["lag"] is not None)
+    from dashboards.safe import page_name
+
+    page = (index.parent / "groups" / page_name(cluster, "orders-range")).read_text()
+    section = page[page.index('id="lag-section"'):]
+    assert "<table" in section[:section.index("</section>")]
 
     # Every table's quality check ran with the assets; none blocking failed (exit 0 says so too).
     total = re.search(r"^(\d+) checks passed, (\d+) warnings, (\d+) failed", out, re.M)
