@@ -58,7 +58,7 @@ def register(subparsers) -> None:
         ),
     )
     add_common_options(s)
-    _cluster(s)
+    _cluster(s, from_files=True)
     s.add_argument("paths", nargs="+", metavar="PATH")
     s.set_defaults(func=run_segments, exit_at_end=True)
 
@@ -76,8 +76,12 @@ def register(subparsers) -> None:
     g.set_defaults(func=run_logs, exit_at_end=True)
 
 
-def _cluster(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--cluster", default="default", help="cluster name stored with every row (default: default)")
+def _cluster(p: argparse.ArgumentParser, from_files: bool = False) -> None:
+    if from_files:
+        p.add_argument("--cluster", help="cluster name stored with every row (default: the name these brokers' "
+                                         "files were loaded under before, else default)")
+    else:
+        p.add_argument("--cluster", default="default", help="cluster name stored with every row (default: default)")
 
 
 def _lake(args):
@@ -85,7 +89,8 @@ def _lake(args):
     from pipelines.lake import Lake
 
     try:
-        check_cluster(args.cluster)
+        if args.cluster is not None:
+            check_cluster(args.cluster)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     return Lake(args.lake)
@@ -117,16 +122,25 @@ def _print(what: str, summary, seconds: float, table: str = "offsets_records") -
 
 
 def run_segments(args: argparse.Namespace) -> int:
+    from pipelines.ingest import identity
     from pipelines.ingest.segments import ingest_segments
-    from pipelines.segments import SegmentPathError
+    from pipelines.segments import SegmentPathError, discover
 
     lake = _lake(args)
     t = time.monotonic()
     try:
+        found = identity.of_segment_files(s.path for s in discover(args.paths))
         with _writing(lake):
-            summary = ingest_segments(lake, args.paths, cluster=args.cluster, progress=_progress)
+            resolved = identity.resolve(lake, args.cluster, found)
+            for warning in resolved.warnings:
+                print(f"rebalance-audit ingest: warning: {warning}", file=sys.stderr)
+            summary = ingest_segments(lake, args.paths, cluster=resolved.name, progress=_progress)
+            identity.register(lake, resolved.name, found)
     except SegmentPathError as exc:
         raise UsageError(str(exc)) from None
+    except identity.IdentityError as exc:
+        raise UsageError(str(exc)) from None
+    print(f"cluster {resolved.name}" + (f" ({', '.join(sorted(str(i) for i in found))})" if found else ""))
     _print("segments", summary, time.monotonic() - t)
     if summary.extra.get("empty_batches"):
         print(f"  {summary.extra['empty_batches']} empty batches (compaction leftovers, no records)")
