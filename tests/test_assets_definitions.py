@@ -149,3 +149,12 @@ def test_schedule_and_sensor_skip_while_a_refresh_is_in_flight(tmp_path):
         assert isinstance(every_15_minutes(build_schedule_context(instance=instance)), RunRequest)
         assert isinstance(new_source_files(build_sensor_context(instance=instance, resources={"sources": sources})),
                           RunRequest)
+
+
+def test_every_run_executes_in_one_process_so_one_spark_session_serves_it():
+    from dagster import AssetKey
+
+    for name in ("refresh_lake", "maintain_lake"):
+        assert defs.resolve_job_def(name).executor_def.name == "in_process", name
+    # An ad hoc materialization from the UI runs the implicit asset job: the same executor.
+    assert defs.resolve_implicit_job_def_def_for_assets([AssetKey("duplicate_windows")]).executor_def.name == "in_process"
