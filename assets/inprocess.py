@@ -13,6 +13,8 @@ and exits non-zero. Any other step failure raises `MaterializeError`.
 """
 from __future__ import annotations
 
+import os
+
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -117,9 +119,11 @@ def materialize_all(resources: Mapping[str, object], ingest: Mapping | None = No
     if ingest:
         run_config["ops"] = {"bronze_ingest": {"config": dict(ingest)}}
     defs = [*ALL_ASSETS, *ALL_CHECKS] if checks else ALL_ASSETS
-    # An explicit ephemeral instance (what `materialize` would make) so that the event log,
-    # with its timestamps, can be read back for the steps' wall times.
-    instance = DagsterInstance.ephemeral()
+    # The instance `dagster dev` uses when DAGSTER_HOME is set, so the UI shows this run's
+    # materializations and checks beside its own runs'; else a throwaway one (what
+    # `materialize` would make). Either way the event log, with its timestamps, is read back
+    # for the steps' wall times.
+    instance = DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else DagsterInstance.ephemeral()
     result = materialize(defs, resources=dict(resources), run_config=run_config, raise_on_error=False,
                          instance=instance)
     check_steps = {c.node_def.name for c in ALL_CHECKS} if checks else set()

@@ -3,6 +3,7 @@ is one line on stderr with exit 1; the quality checks run with the assets, and a
 check that fails (a wrong table) exits 1 naming it."""
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -11,9 +12,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _run(*argv, timeout=600):
+def _run(*argv, timeout=600, env=None):
     return subprocess.run([sys.executable, "-m", "rebalance_audit.cli", "run", *argv],
-                          cwd=REPO, capture_output=True, text=True, timeout=timeout)
+                          cwd=REPO, capture_output=True, text=True, timeout=timeout,
+                          env=None if env is None else {**os.environ, **env})
 
 
 def test_missing_path_is_bad_usage(tmp_path):
@@ -80,9 +82,17 @@ def test_skip_checks_then_a_wrong_table_fails_the_run(tmp_path, recordings_dir):
     lake = tmp_path / "lake"
     # --skip-checks builds the tables and runs no check (that checks pass on real data through
     # this command is test_demo's; in-process, test_assets_materialize's).
+    home = tmp_path / "dagster-home"  # as `dagster dev` would use it
+    home.mkdir()
     done = _run("--lake", str(lake), "--cluster", "coop", "--segments", str(rec / "offsets_segments"),
-                "--logs", str(rec / "server.log"), "--skip-checks", timeout=1500)
+                "--logs", str(rec / "server.log"), "--skip-checks", timeout=1500, env={"DAGSTER_HOME": str(home)})
     assert done.returncode == 0, done.stderr[-3000:]
+    # The run is in that instance: the UI started on it shows the tables as materialized.
+    from dagster import AssetKey, DagsterInstance
+
+    with DagsterInstance.from_config(str(home)) as instance:
+        for table in ("offsets_records", "group_generations", "duplicate_windows"):
+            assert instance.get_latest_materialization_event(AssetKey(table)) is not None, table
     assert "checks passed" not in done.stdout
     assert (lake / "group_generations" / "_delta_log").is_dir()
     assert not (lake / "quality_results").exists()
