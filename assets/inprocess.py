@@ -68,6 +68,7 @@ class RunOutcome:
     # The Spark JVM's start, taken out of the step that happened to pay it (the first one to
     # need Spark): a cost of the run, not of that step.
     startup_seconds: float = 0.0
+    report: str | None = None  # the SRE report's index.html, when the run wrote or kept it
 
     @property
     def check_seconds(self) -> float:
@@ -132,11 +133,13 @@ def materialize_all(resources: Mapping[str, object], ingest: Mapping | None = No
         if failure is not None:
             raise MaterializeError(failure)
     tables = []
+    report = None
     for event in result.all_events:
         if event.event_type != DagsterEventType.ASSET_MATERIALIZATION:
             continue
         m = event.event_specific_data.materialization
         meta = m.metadata
+        report = _value(meta, "report_path") or report
         uri = _value(meta, "table_uri")
         tables.append(TableOutcome(
             asset=m.asset_key.to_user_string(),
@@ -154,7 +157,8 @@ def materialize_all(resources: Mapping[str, object], ingest: Mapping | None = No
         # Not materialized and no blocking check to explain it: report it, never hide it.
         raise MaterializeError(f"assets not materialized: {', '.join(missing)}")
     steps, startup = _step_seconds(instance, result.run_id)
-    return RunOutcome(tables, evaluations, missing, steps, frozenset(check_steps), startup)
+    return RunOutcome(tables, evaluations, missing, steps, frozenset(check_steps), startup,
+                      None if report is None else str(report))
 
 
 def _step_seconds(instance, run_id: str) -> tuple[dict[str, float], float]:

@@ -96,6 +96,9 @@ def test_skip_checks_then_a_wrong_table_fails_the_run(tmp_path, recordings_dir):
     assert "checks passed" not in done.stdout
     assert (lake / "group_generations" / "_delta_log").is_dir()
     assert not (lake / "quality_results").exists()
+    # It says where the report is (beside the lake, written by the run).
+    index = Path(re.search(r"^report: (.+)$", done.stdout, re.M).group(1))
+    assert index == (tmp_path / "report" / "index.html").resolve() and index.is_file()
 
     # The lake's group_generations goes wrong; a run with nothing new to ingest finds it,
     # names the check and the offending key count, does not build what depends on it, exits 1.

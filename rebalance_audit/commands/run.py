@@ -120,6 +120,8 @@ def run(args: argparse.Namespace) -> int:
         print(step_timings(outcome), file=sys.stderr)
     print(f"{len(outcome.tables)} tables materialized in {time.monotonic() - started:.1f}s; lake: {_display(args.lake)}",
           file=sys.stderr)
+    if outcome.report:
+        print(f"report: {outcome.report}")
     blocked = blocked_message(outcome)
     if blocked:
         # A finding about the data, not a crash: one line, no traceback even with --debug.
