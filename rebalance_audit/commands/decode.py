@@ -101,7 +101,15 @@ def _default_jobs(segments) -> int:
             size += seg.path.stat().st_size
         except OSError:
             pass  # unreadable: the reader reports it as an error line
-    return (os.cpu_count() or 1) if size >= _PARALLEL_FROM else 1
+    return _cpus() if size >= _PARALLEL_FROM else 1
+
+
+def _cpus() -> int:
+    """The CPUs this process may run on (a container's limit, not the host's count)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
 
 
 def _write_lines(seg, kafka_version: str | None, out) -> Counter:
