@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command (`make test`), after set-up. A lint, then two phases:
 #
-# 0. `ruff check` over the tree (rules in pyproject.toml): a lint failure fails the run
-#    after the tests, so one run reports both.
+# 0. `ruff check` over the tree and `mypy` over the packages (rules in pyproject.toml): a
+#    lint or type failure fails the run after the tests, so one run reports all.
 # 1. Tests marked `alone`, one at a time with the machine to themselves: live consumer
 #    groups whose ground truth is timed in seconds (session timeouts lowered to 6 s for
 #    test speed). Beside another worker's Spark jobs on two cores, their heartbeats and
@@ -32,6 +32,7 @@ phase() {
 }
 .venv/bin/ruff check --quiet .
 lint=$?
+.venv/bin/mypy --no-error-summary || lint=1
 phase -m alone -n 0 "$@"
 phase -m "not alone" -n "$WORKERS" --dist loadscope "$@"
 [ "$ran" -eq 0 ] && exit 5

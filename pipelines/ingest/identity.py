@@ -59,7 +59,7 @@ class IdentityError(ValueError):
 
 
 def _properties(path: Path) -> dict[str, str]:
-    out = {}
+    out: dict[str, str] = {}
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
