@@ -44,13 +44,22 @@ PROFILE_ENV = "REBALANCE_AUDIT_SPARK_PROFILE"
 # for the two cores such a machine has). On a large lake they cost throughput: bench/ runs
 # without them. Measured on the demo's data, 2 cores at load ~8: materialization 223 s with
 # the defaults, 86-134 s with these, every table equal.
+# Projections are interpreted too (`factoryMode` NO_CODEGEN): without whole-stage code
+# generation Spark still generates and compiles an UnsafeProjection per operator and task,
+# and a profile of gold on a recording showed a quarter of the JVM's samples there (most of
+# it formatting the generated source to look it up in the compile cache). Measured, gold
+# over crash_autocommit rerun in a warm JVM: 78-82 s with code generation, 51-57 s without.
+# A larger code cache: a test worker's JVM runs for an hour, and once the default one is full
+# the JIT stops ("CodeCache is full. Compiler has been disabled") and everything after runs
+# interpreted.
 SMALL_LAKE_CONF = {
     "spark.sql.shuffle.partitions": "1",
     "spark.default.parallelism": "2",
     "spark.databricks.delta.snapshotPartitions": "1",
     "spark.sql.adaptive.enabled": "false",
     "spark.sql.codegen.wholeStage": "false",
-    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=512m",
 }
 PROFILES = {"": {}, "default": {}, "small-lake": SMALL_LAKE_CONF}
 
