@@ -1,7 +1,7 @@
 """Untrusted strings (group, member and client ids, hosts, reasons, topics) made safe for pages.
 
 Every string that came from Kafka passes through one of these before it reaches a page:
-`text`/`attr` for HTML, `plot_text` for anything plotly renders (plotly draws labels,
+`text`/`attr` for HTML (invisible characters spelled out as on the terminal), `plot_text` for anything plotly renders (plotly draws labels,
 legend entries and hover text as a small HTML dialect, so a raw `<b>` or `<a href>` in a
 group id would be interpreted), `page_name` for the file name (and so the URL) of a group's
 page: a readable slug plus a hash of the exact (cluster, group id), so two ids that slug
@@ -13,15 +13,19 @@ import hashlib
 import html
 import re
 
+from pipelines.visible import visible
+
 _SLUG_DROP = re.compile(r"[^a-z0-9._-]+")
 _SLUG_MAX = 40
 
 
 def text(value) -> str:
-    """HTML text or attribute value (quotes escaped too, so the same call is safe in both)."""
+    """HTML text or attribute value (quotes escaped too, so the same call is safe in both),
+    with control, bidi and zero-width characters spelled as escapes (`pipelines.visible`):
+    a browser would otherwise reorder the text around a U+202E or show two different ids alike."""
     if value is None:
         return ""
-    return html.escape(str(value), quote=True)
+    return html.escape(visible(str(value)), quote=True)
 
 
 attr = text

@@ -28,6 +28,9 @@ REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "test-artifacts" / "dashboards"
 HOSTILE_GROUP = "<img src=x onerror=alert(1)>"
 HOSTILE_CLIENT = '"><script>alert(2)</script>'
+# Tags for plotly's HTML dialect, then a right-to-left override (the rest would show reversed)
+# and a terminal escape: the pages spell the last two out, as `sql` does on a terminal.
+HOSTILE_MEMBER_PREFIX = "<b>m</b>\u202e\x1b[31m"
 
 pytestmark = pytest.mark.skipif(find_chromium() is None, reason="chromium missing: run scripts/setup-browser.sh")
 
@@ -195,8 +198,8 @@ def hostile_report(gold_lake, tmp_path_factory):
     copy_groups(gold_lake, dst, tables=tables, groups=[(cluster, group)],
                 rename=lambda gid, i: F.lit(HOSTILE_GROUP),
                 strings={"client_id": lambda c: F.lit(HOSTILE_CLIENT),
-                         "member_id": lambda c: F.concat(F.lit("<b>m</b>"), c),
-                         "trigger_member": lambda c: F.concat(F.lit("<b>m</b>"), c)})
+                         "member_id": lambda c: F.concat(F.lit(HOSTILE_MEMBER_PREFIX), c),
+                         "trigger_member": lambda c: F.concat(F.lit(HOSTILE_MEMBER_PREFIX), c)})
     out = tmp_path_factory.mktemp("hostile-report")
     stdout, stderr = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
@@ -239,7 +242,9 @@ def test_hostile_ids_render_as_text(hostile_report, browser):
     assert browser.evaluate("document.querySelectorAll('img, [onerror]').length") == 0
     # Plotly draws legend entries from its HTML dialect: the member ids show their tags as text.
     legend = browser.evaluate("Array.from(document.querySelectorAll('#timeline .legendtext')).map(t => t.textContent)")
-    assert any(t.startswith("<b>m</b>") for t in legend), legend
+    assert any(t.startswith("<b>m</b>\\u202e\\x1b[31m") for t in legend), legend
+    shown = browser.evaluate("document.body.innerText") + "".join(legend)
+    assert "\u202e" not in shown and "\x1b" not in shown
     assert browser.evaluate("document.querySelectorAll('#timeline .legendtext b').length") == 0
     hover = browser.evaluate("document.getElementById('timeline').data.flatMap(t => t.hovertext || []).join('\\n')")
     assert HOSTILE_CLIENT not in hover and "&lt;script&gt;" in hover

@@ -24,3 +24,15 @@ def test_escaping():
     assert text("it's") == "it&#x27;s"
     assert plot_text("<b>m</b>") == "&lt;b&gt;m&lt;/b&gt;"
     assert text(None) == ""
+
+
+def test_invisible_characters_are_spelled_out_as_on_the_terminal():
+    # A right-to-left override would show this id as "invoiceexe.png"; NUL, ESC, a zero-width
+    # space and a lone surrogate would hide or disguise parts of an id.
+    assert text("invoice\u202egnp.exe") == "invoice\\u202egnp.exe"
+    assert text("a\x00b\x1b[31m") == "a\\x00b\\x1b[31m"
+    assert text("orders\u200b") == "orders\\u200b"
+    assert text("lone \ud800") == "lone \\ud800"
+    # A backslash is doubled, so an id that spells an escape itself is told apart.
+    assert text("lit\\u202e") == "lit\\\\u202e"
+    assert text("\u00e9v\u00e9nements \U0001f600 <b>") == "\u00e9v\u00e9nements \U0001f600 &lt;b&gt;"
