@@ -547,6 +547,17 @@ class ReportData:
         """Every group's headline row, best-ranked first."""
         return [] if self.stats is None else self.stats.select(list(OVERVIEW_COLUMNS)).to_pylist()
 
+    def coverage(self) -> list[dict]:
+        """Per cluster, in name order: its groups and the first and last offset commit the
+        lake holds of them (epoch ms; None when it holds none), i.e. what the report covers."""
+        if self.stats is None or not self.stats.num_rows:
+            return []
+        per = self.stats.group_by("cluster").aggregate(
+            [("group_id", "count"), ("commit_t0", "min"), ("commit_t1", "max")])
+        rows = [{"cluster": r["cluster"], "groups": r["group_id_count"], "first_commit_ms": r["commit_t0_min"],
+                 "last_commit_ms": r["commit_t1_max"]} for r in per.to_pylist()]
+        return sorted(rows, key=lambda r: r["cluster"])
+
     def group_pages(self):
         """One `GroupData` per group, in rank order; rows are decoded one group at a time."""
         if self.stats is None:

@@ -38,14 +38,14 @@ from plotly.offline import get_plotlyjs
 
 from dashboards import figures, group_page
 from dashboards.data import GOLD, SILVER, WHATIF, Caps, LakeTables, ReportData, load, load_changed
-from dashboards.pages import CSS, NOT_COMPUTED, cards, figure_html, fmt_duration, fmt_int, page, pager, table
+from dashboards.pages import CSS, NOT_COMPUTED, cards, figure_html, fmt_duration, fmt_int, fmt_ts, page, pager, table
 from dashboards.safe import page_name, text
 
 GROUPS_DIR = "groups"
 TOP_GROUPS = 25
 INPUTS_FILE = ".inputs.json"
 STATS_FILE = ".stats.parquet"
-REPORT_FORMAT = 1
+REPORT_FORMAT = 2  # 2: the overview says what it covers; ids spell invisible characters out
 
 
 @dataclass
@@ -253,7 +253,7 @@ def _write_overview(out: Path, tables: LakeTables, data: ReportData, page_size: 
             _write(out / overview_name(page_no), _overview_page(current, page_no, pages_total, None, tables, lake, clusters))
     summary = (totals, rank, len(clusters))
     index = out / overview_name(1)
-    _write(index, _overview_page(first_page, 1, pages_total, summary, tables, lake, clusters))
+    _write(index, _overview_page(first_page, 1, pages_total, summary, tables, lake, clusters, data.coverage()))
     # Overview pages of an earlier, longer report would link to pages that no longer exist.
     for p in out.glob("overview-*.html"):
         try:
@@ -264,7 +264,35 @@ def _write_overview(out: Path, tables: LakeTables, data: ReportData, page_size: 
     return ReportResult(out, index, n_groups, pages_total, sorted(tables.missing))
 
 
-def _overview_page(rows, page_no, pages_total, summary, tables: LakeTables, lake, clusters) -> str:
+# The clusters listed by name on the overview; past this many the rest are counted.
+COVERAGE_ROWS = 50
+
+
+def _time_range(coverage: list[dict]) -> str:
+    """'offset commits from A to B (UTC)' over every cluster, or that there are none."""
+    firsts = [c["first_commit_ms"] for c in coverage if c["first_commit_ms"] is not None]
+    lasts = [c["last_commit_ms"] for c in coverage if c["last_commit_ms"] is not None]
+    if not firsts:
+        return "no offset commits in the lake"
+    return f"offset commits from {fmt_ts(min(firsts))} to {fmt_ts(max(lasts))} UTC"
+
+
+def _coverage_section(coverage: list[dict]) -> str:
+    """Which clusters the report covers, and the time each one's offset commits span."""
+    shown = coverage[:COVERAGE_ROWS]
+    rows = [[text(c["cluster"]), fmt_int(c["groups"]), fmt_ts(c["first_commit_ms"]), fmt_ts(c["last_commit_ms"])]
+            for c in shown]
+    more = (f'<p class="note">and {len(coverage) - len(shown):,} more clusters (ranked with the others below).</p>'
+            if len(coverage) > len(shown) else "")
+    return ('<section id="coverage-section"><h2>What this report covers</h2>'
+            '<p class="note">Each cluster of the lake, its consumer groups, and the first and last offset commit '
+            "the lake holds of them (UTC): findings outside that time are not in this report.</p>"
+            + table("coverage", [("cluster", False), ("groups", True), ("first offset commit", False),
+                                 ("last offset commit", False)], rows) + more + "</section>")
+
+
+def _overview_page(rows, page_no, pages_total, summary, tables: LakeTables, lake, clusters,
+                   coverage: list[dict] | None = None) -> str:
     missing = set(tables.missing)
     body = []
     gold_missing = sorted(m for m in missing if m not in ("member_assignments", "consumer_group_epochs"))
@@ -289,6 +317,8 @@ def _overview_page(rows, page_no, pages_total, summary, tables: LakeTables, lake
              bool(totals["idle_members"])),
             ("storms", fmt_int(totals["storms"]) if "rebalance_storms" not in missing else NOT_COMPUTED, bool(totals["storms"])),
         ]))
+        if coverage:
+            body.append(_coverage_section(coverage))
         top = [r for r in rows[:TOP_GROUPS] if r.get("rebalances")]
         if top:
             body.append(f'<section id="top-section"><h2>Most rebalanced groups (top {len(top)})</h2>'
@@ -315,6 +345,8 @@ def _overview_page(rows, page_no, pages_total, summary, tables: LakeTables, lake
                 + nav + "</section>")
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     sub = f"lake {text(getattr(lake, 'root', lake))} · generated {generated}"
+    if coverage:
+        sub += " · " + _time_range(coverage)
     if pages_total > 1:
         sub += f" · page {page_no} of {pages_total}"
     return page("rebalance-audit report", "Consumer group rebalances", sub, "".join(body))

@@ -120,6 +120,23 @@ def test_overview_in_browser(report, gold_lake, browser):
     assert (report.out_dir / "plotly.min.js").stat().st_size > 1_000_000
     assert report.index.stat().st_size < 200_000
 
+    # What the report covers: each cluster, its groups, and the span of its offset commits
+    # as the lake holds them (read with delta-rs, not through the report's own query).
+    commits = gold_lake.read_arrow("offset_commits", columns=["cluster", "offset", "record_ts", "is_deletion"]).to_pylist()
+    span: dict[str, list] = {}
+    for r in commits:
+        if r["offset"] is not None and not r["is_deletion"]:
+            t = r["record_ts"].strftime("%Y-%m-%d %H:%M:%S")
+            lo, hi = span.get(r["cluster"], (t, t))
+            span[r["cluster"]] = [min(lo, t), max(hi, t)]
+    clusters = sorted({c for c, _ in groups})
+    assert [tuple(_cells(browser, "coverage", i)) for i in range(4)] == [
+        tuple(clusters), tuple(str(sum(1 for c2, _ in groups if c2 == c)) for c in clusters),
+        tuple(span.get(c, ["—"])[0] for c in clusters), tuple(span.get(c, ["—", "—"])[1] for c in clusters)]
+    sub = browser.evaluate("document.querySelector('.sub').textContent")
+    first, last = min(v[0] for v in span.values()), max(v[1] for v in span.values())
+    assert f"offset commits from {first} to {last} UTC" in sub, sub
+
 
 def _episode_counts(lake: Lake):
     e = lake.read("rebalance_episodes")
