@@ -13,7 +13,8 @@ on are set in one place:
 * Few shuffle partitions in local mode: the default 200 turns every small aggregation into
   200 tiny tasks. On a cluster nothing is forced: Spark's own settings stand (its
   spark-defaults.conf in $SPARK_CONF_DIR, else Spark's defaults).
-* Log level WARN: Spark's INFO chatter would bury the command's own output.
+* Log level WARN, and the driver's log in a file (`spark_log_file`, $REBALANCE_AUDIT_SPARK_LOG;
+  "-" keeps Spark's console logging): Spark's chatter would bury the command's own output.
 * In local mode, a driver heap sized to the machine (see `_driver_memory`).
 * $REBALANCE_AUDIT_SPARK_PROFILE=small-lake: settings for small lakes in local mode (see
   SMALL_LAKE_CONF) over those defaults; a caller's `conf` (a Dagster resource's) over both.
@@ -23,6 +24,7 @@ so the master and config of the first call win.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -35,6 +37,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 MASTER_ENV = "REBALANCE_AUDIT_SPARK_MASTER"
 DRIVER_MEMORY_ENV = "REBALANCE_AUDIT_SPARK_DRIVER_MEMORY"
 PROFILE_ENV = "REBALANCE_AUDIT_SPARK_PROFILE"
+SPARK_LOG_ENV = "REBALANCE_AUDIT_SPARK_LOG"
 
 # Settings for small lakes (thousands of rows) in local mode, as the demo's and the test
 # suite's: a run is then hundreds of tiny Spark jobs and per-job overhead is everything.
@@ -73,6 +76,82 @@ def profile_conf(master: str, profile: str | None = None) -> dict[str, str]:
     return dict(PROFILES[profile]) if master.startswith("local") else {}
 
 
+def _cache_dir() -> Path:
+    """The set-up cache (scripts/setup.sh's): $REBALANCE_AUDIT_CACHE, else
+    $XDG_CACHE_HOME/rebalance-audit, else ~/.cache/rebalance-audit."""
+    return Path(os.environ.get("REBALANCE_AUDIT_CACHE")
+                or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rebalance-audit")
+
+
+def spark_log_file() -> Path | None:
+    """Where the driver JVM's log goes: $REBALANCE_AUDIT_SPARK_LOG, else spark.log in the
+    set-up cache's logs folder; None when that variable is "-" (Spark's own console logging)."""
+    given = os.environ.get(SPARK_LOG_ENV)
+    if given == "-":
+        return None
+    return Path(given) if given else _cache_dir() / "logs" / "spark.log"
+
+
+# Spark's and its libraries' log lines (the JVM's warnings about the host name, native
+# Hadoop, truncated plans; Java stack traces of errors the command reports in one line)
+# go to a file, appended to by every process: the terminal keeps the command's own output.
+_LOG4J2 = """\
+# Written by rebalance-audit (pipelines/spark.py): the driver's log goes to a file.
+rootLogger.level = warn
+rootLogger.appenderRef.file.ref = file
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {file}
+appender.file.append = true
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = %d{{yyyy-MM-dd HH:mm:ss.SSS}} [%pid] %p %c{{1}}: %m%n%ex
+"""
+
+
+def _log_options(settings: dict) -> str | None:
+    """The JVM option that sends the driver's log to `spark_log_file()`, or None where the
+    user decides: the log file is "-", their driver options name a log4j2 configuration, or
+    $SPARK_CONF_DIR holds one (Spark reads it itself)."""
+    file = spark_log_file()
+    given = settings.get("spark.driver.extraJavaOptions") or ""
+    conf_dir = os.environ.get("SPARK_CONF_DIR")
+    if file is None or "log4j2.configurationFile" in given or (
+            conf_dir and (Path(conf_dir) / "log4j2.properties").is_file()):
+        return None
+    file.parent.mkdir(parents=True, exist_ok=True)
+    # One configuration per log file, written whole and renamed: processes starting at
+    # the same moment never read half of one.
+    text = _LOG4J2.format(file=str(file.resolve()).replace("\\", "\\\\"))
+    config = file.parent / f"log4j2-{hashlib.sha256(text.encode()).hexdigest()[:12]}.properties"
+    if not config.is_file():
+        tmp = config.with_name(f"{config.name}.{os.getpid()}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, config)
+    return f"-Dlog4j2.configurationFile={config.resolve().as_uri()}"
+
+
+# PySpark's own loggers that print every failed query's whole Java stack (as JSON, often
+# 10 KB and more) to stderr, ahead of the error the command reports in one line.
+_PYSPARK_QUERY_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+
+
+def _python_logs_to_file() -> None:
+    """PySpark's query-error loggers write to the driver's log file instead of stderr."""
+    file = spark_log_file()
+    if file is None:
+        return
+    import logging
+
+    from pyspark.logger import PySparkLogger
+
+    for name in _PYSPARK_QUERY_LOGGERS:
+        logger = PySparkLogger.getLogger(name)  # a PySparkLogger: its methods take the query's fields
+        for handler in list(logger.handlers):
+            logger.removeHandler(handler)
+        logger.addHandler(logging.FileHandler(file, delay=True))
+        logger.propagate = False
+
+
 class DeltaJarsMissing(RuntimeError):
     """The delta-spark JARs are not in the set-up cache; the message says how to get them."""
 
@@ -83,9 +162,7 @@ def delta_jars() -> list[str]:
     (it fetches them with Maven, once per machine)."""
     folder = os.environ.get(DELTA_JARS_ENV)
     if not folder:
-        cache = Path(os.environ.get("REBALANCE_AUDIT_CACHE")
-                     or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rebalance-audit")
-        record = cache / "delta" / "JARS"
+        record = _cache_dir() / "delta" / "JARS"
         if record.is_file() and Path(record.read_text().strip()).is_dir():
             folder = record.read_text().strip()
         elif (REPO_ROOT / "scripts" / "setup-delta.sh").is_file():
@@ -174,6 +251,10 @@ def get_spark(master: str | None = None, app_name: str = "rebalance-audit", conf
     }
     settings.update(profile_conf(master))
     settings.update(conf or {})
+    log_option = _log_options(settings)
+    if log_option:
+        settings["spark.driver.extraJavaOptions"] = " ".join(
+            o for o in (settings.get("spark.driver.extraJavaOptions"), log_option) if o)
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in settings.items():
         if value is not None:
@@ -189,6 +270,7 @@ def get_spark(master: str | None = None, app_name: str = "rebalance-audit", conf
         raise SparkMasterError(f"Spark could not start on master {master}: {_java_cause(exc)}") from exc
     spark.sparkContext.setLogLevel("WARN")
     if started is not None:
+        _python_logs_to_file()
         global _started
         _started = (started, time.time() - started)
     return spark

@@ -112,3 +112,21 @@ def test_into_a_pipe_the_data_is_printed_as_it_is_and_json_escapes_keep_the_valu
         assert json.loads(safe) == {"group_id": name}
         assert not any(ch in safe for ch in (*RAW, "\r"))
         assert not any(ch in terminal_safe(name) for ch in (*RAW, "\r"))
+
+
+def test_a_failed_query_is_one_line_and_sparks_log_goes_to_its_file(lake, tmp_path):
+    """A mistyped column: one line on stderr, the Java stack and Spark's warnings in the log
+    file the user can attach to a bug report."""
+    log = tmp_path / "logs" / "spark.log"
+    done = subprocess.run([*CLI, "sql", "--lake", str(lake), "SELECT nosuch FROM coordinator_log_lines"], cwd=REPO,
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "REBALANCE_AUDIT_SPARK_LOG": str(log)})
+    assert done.returncode == 2
+    # The JVM itself announces the incubating module Spark's launcher adds; the rest is ours.
+    lines = [line for line in done.stderr.splitlines()
+             if line.strip() and not line.startswith("WARNING: Using incubator modules")]
+    assert len(lines) == 1 and lines[0].startswith("rebalance-audit sql: query failed: [UNRESOLVED_COLUMN"), done.stderr
+    assert done.stdout == ""
+    logged = log.read_text(encoding="utf-8")
+    assert "UNRESOLVED_COLUMN" in logged and "at org.apache.spark.sql" in logged  # the stack, for a bug report
+    assert " WARN " in logged  # Spark's own start-up warnings (host name, native Hadoop)
