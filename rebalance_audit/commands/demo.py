@@ -19,7 +19,7 @@
 `<demo dir>` is the folder holding the lake (./lake → ./), as for the report (./report):
 `truth/`, `report/` and `demo.log` land there. The terminal gets one `[demo]` line per step
 on stderr; everything else (Spark's and Dagster's output, librdkafka, Python logging and
-warnings) goes to `<demo dir>/demo.log`, by redirecting file descriptors 1 and 2 of the
+warnings, Spark's log) goes to `<demo dir>/demo.log`, by redirecting file descriptors 1 and 2 of the
 process (the Spark JVM inherits them) while the demo runs. The broker's own logs stay in its
 folder (--workdir, else a temporary folder removed at the end).
 
@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rebalance_audit.cli import UsageError, add_common_options
+from pipelines.spark import SPARK_LOG_ENV
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,7 @@ class _Console:
     def __init__(self, log_path: Path):
         self.log_path = log_path
         self._saved: dict[int, int] = {}
+        self._spark_log: str | None = None
 
     def __enter__(self) -> "_Console":
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -127,6 +129,10 @@ class _Console:
                 os.dup2(log_fd, fd)
         finally:
             os.close(log_fd)
+        # Spark's own log (a file of its own otherwise) into the demo's log as well.
+        self._spark_log = os.environ.get(SPARK_LOG_ENV)
+        if self._spark_log is None:
+            os.environ[SPARK_LOG_ENV] = str(self.log_path)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -137,6 +143,8 @@ class _Console:
             os.dup2(saved, fd)
             os.close(saved)
         self._saved = {}
+        if self._spark_log is None:
+            os.environ.pop(SPARK_LOG_ENV, None)
         self.out.close()
         self.err.close()
 
