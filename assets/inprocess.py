@@ -1,7 +1,8 @@
 """Materialize every asset and run its quality checks in this process (what `rebalance-audit
 run` and `demo` do).
 
-No Dagster instance, daemon or webserver is needed: `dagster.materialize` runs the assets
+No Dagster instance, daemon or webserver is needed: one job of every asset (what
+`dagster.materialize` builds, with a logger of the steps for the command line) runs the assets
 and the asset checks (`ALL_CHECKS`, quality/) with the in-process executor on an ephemeral
 instance, so one SparkSession serves every asset and every check. The outcome is read back
 from the materialization and check-evaluation events.
@@ -13,12 +14,13 @@ and exits non-zero. Any other step failure raises `MaterializeError`.
 """
 from __future__ import annotations
 
+import logging
 import os
-
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from dagster import AssetCheckSeverity, DagsterEventType, DagsterInstance, materialize
+from dagster import (AssetCheckSeverity, DagsterEventType, DagsterInstance, Definitions, LoggerDefinition,
+                     colored_console_logger, define_asset_job, logger)
 
 from assets.definitions import ALL_ASSETS, ALL_CHECKS
 
@@ -111,22 +113,63 @@ def _value(meta: Mapping, key: str):
     return None if v is None else getattr(v, "value", v)
 
 
+def _step_lines(say: Callable[[str], None]) -> LoggerDefinition:
+    """A Dagster logger that says when each step starts and how long it took: a run takes
+    minutes, and Dagster's own console logger says far more than that or nothing."""
+
+    class _Steps(logging.Handler):
+        def __init__(self) -> None:
+            super().__init__(logging.DEBUG)
+            self.started: dict[str, float] = {}
+
+        def emit(self, record: logging.LogRecord) -> None:
+            event = getattr(record, "dagster_event", None)
+            if event is None or event.step_key is None:
+                return
+            if event.event_type == DagsterEventType.STEP_START:
+                self.started[event.step_key] = record.created
+                say(f"{event.step_key}: started")
+            elif event.event_type in (DagsterEventType.STEP_SUCCESS, DagsterEventType.STEP_FAILURE):
+                took = record.created - self.started.pop(event.step_key, record.created)
+                ended = "done" if event.event_type == DagsterEventType.STEP_SUCCESS else "failed"
+                say(f"{event.step_key}: {ended} in {took:.1f} s")
+
+    @logger(description="one line per step started and ended")
+    def steps(_init_context) -> logging.Logger:
+        out = logging.Logger("rebalance-audit.steps", logging.DEBUG)
+        out.addHandler(_Steps())
+        return out
+
+    return steps
+
+
+RUN_JOB = "__rebalance_audit_run"
+
+
 def materialize_all(resources: Mapping[str, object], ingest: Mapping | None = None,
-                    log_level: str = "WARNING", checks: bool = True) -> RunOutcome:
+                    log_level: str = "WARNING", checks: bool = True,
+                    progress: Callable[[str], None] | None = None) -> RunOutcome:
     """Run every asset, and with `checks` every asset check, with `resources`; `ingest` is
-    the bronze asset's run config (segment_paths, log_paths, skip_kafka). Returns the tables
-    in run order and the checks' results."""
+    the bronze asset's run config (segment_paths, log_paths, skip_kafka); `progress`, when
+    given, is called with a line as each step starts and ends. Returns the tables in run
+    order and the checks' results."""
     run_config: dict = {"loggers": {"console": {"config": {"log_level": log_level}}}}
+    loggers: dict[str, LoggerDefinition] = {"console": colored_console_logger}
+    if progress is not None:
+        loggers["steps"] = _step_lines(progress)
+        run_config["loggers"]["steps"] = {}
     if ingest:
         run_config["ops"] = {"bronze_ingest": {"config": dict(ingest)}}
-    defs = [*ALL_ASSETS, *ALL_CHECKS] if checks else ALL_ASSETS
+    # What `dagster.materialize` builds (one job of every asset and check), with the loggers.
+    defs = Definitions(assets=[*ALL_ASSETS, *ALL_CHECKS] if checks else ALL_ASSETS,
+                       jobs=[define_asset_job(RUN_JOB)], resources=dict(resources), loggers=loggers)
     # The instance `dagster dev` uses when DAGSTER_HOME is set, so the UI shows this run's
     # materializations and checks beside its own runs'; else a throwaway one (what
     # `materialize` would make). Either way the event log, with its timestamps, is read back
     # for the steps' wall times.
     instance = DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else DagsterInstance.ephemeral()
-    result = materialize(defs, resources=dict(resources), run_config=run_config, raise_on_error=False,
-                         instance=instance)
+    result = defs.resolve_job_def(RUN_JOB).execute_in_process(run_config=run_config, instance=instance,
+                                                             raise_on_error=False)
     check_steps = {c.node_def.name for c in ALL_CHECKS} if checks else set()
     if not result.success:
         failure = _failure(result, ignore=check_steps)

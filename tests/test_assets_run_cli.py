@@ -94,6 +94,10 @@ def test_skip_checks_then_a_wrong_table_fails_the_run(tmp_path, recordings_dir):
         for table in ("offsets_records", "group_generations", "duplicate_windows"):
             assert instance.get_latest_materialization_event(AssetKey(table)) is not None, table
     assert "checks passed" not in done.stdout
+    # Minutes of work are not silent: every asset step says when it starts and what it took.
+    for step in ("bronze_ingest", "offsets_silver", "gold_tables", "whatif_tables", "sre_report"):
+        assert f"rebalance-audit run: {step}: started" in done.stderr, done.stderr[-3000:]
+        assert re.search(rf"^rebalance-audit run: {step}: done in \d+\.\d s$", done.stderr, re.M), step
     assert (lake / "group_generations" / "_delta_log").is_dir()
     assert not (lake / "quality_results").exists()
     # It says where the report is (beside the lake, written by the run).

@@ -112,7 +112,8 @@ def run(args: argparse.Namespace) -> int:
         started = time.monotonic()
         checks = not getattr(args, "skip_checks", False)
         outcome = materialize_all(resources, log_level="DEBUG" if getattr(args, "debug", False) else "CRITICAL",
-                                  checks=checks)
+                                  checks=checks, progress=lambda line: print(f"rebalance-audit run: {line}",
+                                                                             file=sys.stderr, flush=True))
     print(summary_table(outcome.tables))
     if checks:
         print("\n".join(check_summary(outcome)))
