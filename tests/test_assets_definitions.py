@@ -158,3 +158,14 @@ def test_every_run_executes_in_one_process_so_one_spark_session_serves_it():
         assert defs.resolve_job_def(name).executor_def.name == "in_process", name
     # An ad hoc materialization from the UI runs the implicit asset job: the same executor.
     assert defs.resolve_implicit_job_def_def_for_assets([AssetKey("duplicate_windows")]).executor_def.name == "in_process"
+
+
+def test_the_instance_of_dagster_dev_runs_one_run_at_a_time(tmp_path):
+    """`dagster dev` started in the repository root (no DAGSTER_HOME) reads its dagster.yaml:
+    its run queue starts one run at a time."""
+    from dagster._core.instance.ref import InstanceRef
+
+    repo = Path(__file__).resolve().parents[1]
+    with DagsterInstance.from_ref(InstanceRef.from_dir(str(tmp_path), config_dir=str(repo))) as instance:
+        assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
+        assert instance.get_concurrency_config().run_queue_config.max_concurrent_runs == 1
