@@ -48,6 +48,15 @@ def short(value, n: int = 48) -> str:
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
+def member_label(member_id: str, client_id: str | None) -> str:
+    """How a member is named in a legend: a classic member id already starts with its client
+    id (`consumer-1-<uuid>`); a KIP-848 member id is a bare UUID, so its client id comes first
+    and a prefix of the UUID tells apart members with the same client id. Raw text: escape it."""
+    if not client_id or member_id.startswith(client_id):
+        return member_id
+    return f"{client_id} ({member_id[:8]}…)"
+
+
 def group_label(cluster: str, group_id: str, clusters: int) -> str:
     return group_id if clusters <= 1 else f"{group_id} · {cluster}"
 
@@ -106,7 +115,14 @@ def timeline_figure(g) -> dict | None:
         by_owner.setdefault(owner, []).append(r)
     owners = sorted(by_owner, key=lambda m: (-len(by_owner[m]), m))
     shown, rest = owners[:MAX_OWNER_TRACES], owners[MAX_OWNER_TRACES:]
-    groups = [(m, by_owner[m], OWNER_COLOURS[i % len(OWNER_COLOURS)]) for i, m in enumerate(shown)]
+
+    def named(m: str) -> str:
+        rows = by_owner[m]
+        if not rows[0].get("member_id"):  # a standalone consumer's or an unknown owner's row
+            return m
+        return member_label(m, next((r.get("client_id") for r in rows if r.get("client_id")), None))
+
+    groups = [(named(m), by_owner[m], OWNER_COLOURS[i % len(OWNER_COLOURS)]) for i, m in enumerate(shown)]
     if rest:
         groups.append((f"{len(rest)} other members", [r for m in rest for r in by_owner[m]], "#999999"))
     rows_order: list[str] = []

@@ -36,3 +36,15 @@ def test_invisible_characters_are_spelled_out_as_on_the_terminal():
     # A backslash is doubled, so an id that spells an escape itself is told apart.
     assert text("lit\\u202e") == "lit\\\\u202e"
     assert text("\u00e9v\u00e9nements \U0001f600 <b>") == "\u00e9v\u00e9nements \U0001f600 &lt;b&gt;"
+
+
+def test_members_are_named_by_their_client_id_where_the_member_id_does_not_say_it():
+    from dashboards.figures import member_label
+
+    # Classic: the coordinator builds the member id from the client id.
+    assert member_label("consumer-g-1-5b1f0c7e-3d0a-4c52-9d59-2f8e7c1a9b10", "consumer-g-1") == \
+        "consumer-g-1-5b1f0c7e-3d0a-4c52-9d59-2f8e7c1a9b10"
+    # KIP-848: the member id is a UUID the client made up; two members of one client id differ.
+    a, b = member_label("Jq2xv0bWTtG7y8x1QpZ4aA", "orders-app"), member_label("k9N0Pp2QRsy3e4f5G6h7iA", "orders-app")
+    assert a == "orders-app (Jq2xv0bW…)" and a != b
+    assert member_label("Jq2xv0bWTtG7y8x1QpZ4aA", None) == "Jq2xv0bWTtG7y8x1QpZ4aA"
