@@ -149,7 +149,7 @@ EXTRA_COLUMNS = ("skip_records", "idle_spans", "commit_partitions", "commit_t0",
 
 # Within a computed table, a group with no rows has zero of it (not "unknown").
 ZERO_IF = {
-    "rebalance_episodes": ("rebalances", "generations", "incomplete_rebalances", "rebalancing_ms"),
+    "rebalance_episodes": ("rebalances", "generations", "incomplete_rebalances"),
     "duplicate_windows": ("duplicate_windows", "duplicate_records"),
     "skip_windows": ("skip_windows", "skip_records"), "idle_consumers": ("idle_members", "idle_spans"),
     "rebalance_storms": ("storms",), "commit_anomalies": ("anomalies",), "coverage_gaps": ("coverage_gaps",),
@@ -186,7 +186,7 @@ def _stat_inputs(t: LakeTables) -> list[tuple[str, dict[str, F.Column]]]:
             "_rebalance": F.when(real, F.struct(F.col("incarnation"), F.col("logical_rebalance_id"))),
             "_episode": one,
             "_incomplete": F.when(F.col("completed_at").isNull(), 1).otherwise(0).cast("long"),
-            "_duration": F.coalesce(F.col("duration_ms"), F.lit(0)).cast("long"),
+            "_duration": F.col("duration_ms").cast("long"),  # null: not known (no coordinator log)
             "_last": F.unix_millis(F.coalesce(F.col("completed_at"), F.col("started_at"))),
             "_pk_e": F.col("protocol_kind") if "protocol_kind" in e.columns else F.lit(None).cast("string"),
         }))
@@ -262,7 +262,11 @@ def _stats_frame(t: LakeTables) -> DataFrame | None:
         distinct("_rebalance").alias("rebalances"),
         sum_("_episode").alias("generations"),
         sum_("_incomplete").alias("incomplete_rebalances"),
-        sum_("_duration").alias("rebalancing_ms"),
+        # The known durations' sum; unknown (null) when the group's episodes have none: a
+        # rebalance seen only in the records did take time, just not a known amount.
+        (F.when(F.count("_duration") > 0, F.sum("_duration"))
+         .when(F.coalesce(F.sum("_episode"), F.lit(0)) == 0, F.lit(0).cast("long"))
+         if has("_duration") else F.lit(None).cast("long")).alias("rebalancing_ms"),
         max_("_last").alias("last_rebalance_ms"),
         sum_("_dup").alias("duplicate_windows"),
         sum_("_dup_records").alias("duplicate_records"),

@@ -47,7 +47,7 @@ def render(g: GroupData, missing: set[str], caps: Caps, overview_href: str = "..
     body.append(cards([
         ("logical rebalances", fmt_int(s.get("rebalances")), False),
         ("never completed", fmt_int(s.get("incomplete_rebalances")), bool(s.get("incomplete_rebalances"))),
-        ("time rebalancing", fmt_duration(s.get("rebalancing_ms")), False),
+        ("time rebalancing", fmt_duration(s.get("rebalancing_ms"), "rebalance_episodes" not in missing), False),
         ("duplicate windows", fmt_int(s.get("duplicate_windows")), bool(s.get("duplicate_windows"))),
         ("records at risk of re-processing", fmt_int(s.get("duplicate_records")), bool(s.get("duplicate_records"))),
         ("skip windows", fmt_int(s.get("skip_windows")), bool(s.get("skip_windows"))),

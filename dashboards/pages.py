@@ -45,9 +45,14 @@ def fmt_int(v) -> str:
     return NOT_COMPUTED if v is None else f"{int(v):,}"
 
 
-def fmt_duration(ms) -> str:
+UNKNOWN = '<span class="nc">unknown</span>'
+
+
+def fmt_duration(ms, computed: bool = False) -> str:
+    """A duration in ms; None reads "unknown" where its table was `computed` (the value is
+    not known, e.g. no coordinator log was loaded), else "not computed"."""
     if ms is None:
-        return NOT_COMPUTED
+        return UNKNOWN if computed else NOT_COMPUTED
     s = ms / 1000
     if s < 60:
         return f"{s:.1f} s"

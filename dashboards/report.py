@@ -232,12 +232,15 @@ def _write_overview(out: Path, tables: LakeTables, data: ReportData, page_size: 
     first_page: list[dict] = []
     current: list[dict] = []
     page_no, rank = 1, 0
+    totals["rebalancing_unknown"] = 0  # groups whose rebalances took a time no log says
     for row in data.overview_rows():
         rank += 1
         row["rank"] = rank
         clusters.add(row["cluster"])
         for k in totals:
             totals[k] += row.get(k) or 0
+        if row.get("rebalancing_ms") is None and row.get("generations"):
+            totals["rebalancing_unknown"] += 1
         current.append(row)
         if len(current) == page_size:
             if page_no == 1:
@@ -262,6 +265,15 @@ def _write_overview(out: Path, tables: LakeTables, data: ReportData, page_size: 
         except ValueError:
             pass
     return ReportResult(out, index, n_groups, pages_total, sorted(tables.missing))
+
+
+def _total_rebalancing(totals: dict) -> str:
+    """The known time rebalancing, and how many groups' time is unknown on top of it."""
+    unknown = totals["rebalancing_unknown"]
+    if unknown and not totals["rebalancing_ms"]:
+        return fmt_duration(None, computed=True)
+    known = fmt_duration(totals["rebalancing_ms"])
+    return f"{known} + {unknown:,} group(s) unknown" if unknown else known
 
 
 # The clusters listed by name on the overview; past this many the rest are counted.
@@ -308,7 +320,7 @@ def _overview_page(rows, page_no, pages_total, summary, tables: LakeTables, lake
             ("logical rebalances", fmt_int(totals["rebalances"]) if "rebalance_episodes" not in missing else NOT_COMPUTED, False),
             ("never completed", fmt_int(totals["incomplete_rebalances"]) if "rebalance_episodes" not in missing else NOT_COMPUTED,
              bool(totals["incomplete_rebalances"])),
-            ("time rebalancing", fmt_duration(totals["rebalancing_ms"]) if "rebalance_episodes" not in missing else NOT_COMPUTED, False),
+            ("time rebalancing", _total_rebalancing(totals) if "rebalance_episodes" not in missing else NOT_COMPUTED, False),
             ("duplicate windows", fmt_int(totals["duplicate_windows"]) if "duplicate_windows" not in missing else NOT_COMPUTED,
              bool(totals["duplicate_windows"])),
             ("records at risk of re-processing",
@@ -334,7 +346,8 @@ def _overview_page(rows, page_no, pages_total, summary, tables: LakeTables, lake
         body_rows.append([
             str(r["rank"]), f'<a href="{text(href)}">{text(r["group_id"])}</a>', text(r["cluster"]),
             text(r.get("protocol_kind") or "—"), fmt_int(r.get("rebalances")), fmt_int(r.get("incomplete_rebalances")),
-            fmt_duration(r.get("rebalancing_ms")), fmt_int(r.get("duplicate_windows")), fmt_int(r.get("duplicate_records")),
+            fmt_duration(r.get("rebalancing_ms"), "rebalance_episodes" not in missing), fmt_int(r.get("duplicate_windows")),
+            fmt_int(r.get("duplicate_records")),
             fmt_int(r.get("skip_windows")), fmt_int(r.get("idle_members")), fmt_int(r.get("storms")),
             fmt_int(r.get("anomalies")), fmt_int(r.get("coverage_gaps")),
         ])

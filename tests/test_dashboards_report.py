@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import re
 from pathlib import Path
 
@@ -207,7 +208,8 @@ def test_every_group_page_renders(report, browser):
 @pytest.fixture(scope="module")
 def hostile_report(gold_lake, tmp_path_factory):
     """One recording's group under hostile ids, in a lake where the what-if and skip tables
-    were never computed; the report is written by the command line."""
+    were never computed and no episode's duration is known (as without a coordinator log);
+    the report is written by the command line."""
     counts = _episode_counts(gold_lake)
     cluster, group = max(counts.items(), key=lambda kv: (kv[1], kv[0]))[0]
     dst = Lake(tmp_path_factory.mktemp("hostile-lake"), spark=gold_lake.spark)
@@ -216,7 +218,8 @@ def hostile_report(gold_lake, tmp_path_factory):
                 rename=lambda gid, i: F.lit(HOSTILE_GROUP),
                 strings={"client_id": lambda c: F.lit(HOSTILE_CLIENT),
                          "member_id": lambda c: F.concat(F.lit(HOSTILE_MEMBER_PREFIX), c),
-                         "trigger_member": lambda c: F.concat(F.lit(HOSTILE_MEMBER_PREFIX), c)})
+                         "trigger_member": lambda c: F.concat(F.lit(HOSTILE_MEMBER_PREFIX), c),
+                         "duration_ms": lambda c: F.lit(None).cast("long")})
     out = tmp_path_factory.mktemp("hostile-report")
     stdout, stderr = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
@@ -248,6 +251,9 @@ def test_hostile_ids_render_as_text(hostile_report, browser):
     assert cell == HOSTILE_GROUP
     visible = browser.evaluate("document.body.innerText")
     assert HOSTILE_GROUP in visible
+    # Rebalances of a time nobody logged read "unknown", not "0.0 s".
+    assert _cells(browser, "groups", 6) == ["unknown"]
+    assert _card(browser, "time rebalancing") == "unknown"
     browser.screenshot(ARTIFACTS / "hostile-overview.png")
 
     name = page_name(cluster, HOSTILE_GROUP)
@@ -256,6 +262,7 @@ def test_hostile_ids_render_as_text(hostile_report, browser):
     load = browser.open(out / "groups" / name)
     _assert_clean(load)
     assert browser.evaluate("document.querySelector('h1').textContent") == HOSTILE_GROUP
+    assert _card(browser, "time rebalancing") == "unknown"
     assert browser.evaluate("document.querySelectorAll('img, [onerror]').length") == 0
     # Plotly draws legend entries from its HTML dialect: the member ids show their tags as text.
     # A member id that does not start with its client id (as KIP-848's UUIDs) is named by
@@ -313,6 +320,12 @@ def test_fit_cap_cuts_only_the_biggest_groups():
     # Many groups: never below the floor, even past the budget.
     assert fit_cap([100] * 1000, cap=50, budget=10, floor=10) == 10
     assert fit_cap([None, 0], cap=5, budget=0) == 5
+
+
+def _card(b: Browser, label: str) -> str:
+    """The value of the headline card labelled `label`."""
+    return b.evaluate("Array.from(document.querySelectorAll('.card')).filter(c => c.querySelector('.k')"
+                      f".textContent === {json.dumps(label)}).map(c => c.querySelector('.v').textContent)[0]")
 
 
 def _cells(b: Browser, table_id: str, col: int) -> list[str]:
