@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import Counter
 from functools import lru_cache
 
@@ -276,6 +277,30 @@ def test_one_episode_per_preparing_line(gold, scenario):
         eps = gold.of("rebalance_episodes", scenario, g)
         assert len(eps) == expected_episodes_with_logs(scenario, g), (g, sorted(e["to_generation"] for e in eps))
         assert len({e["to_generation"] for e in eps}) == len(eps), g
+
+
+def synced_generations(scenario: str) -> set[tuple[str, int]]:
+    """(group, generation) pairs whose sync the broker logged ("Assignment received from
+    leader ... for generation N"): those rebalances completed, whatever compaction kept."""
+    line = re.compile(r"Assignment received from leader .*? for group (\S+) for generation (\d+)\.")
+    text = (RECORDINGS / scenario / "server.log").read_text(errors="replace")
+    return {(m.group(1), int(m.group(2))) for m in line.finditer(text)}
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_a_rebalance_the_coordinator_completed_is_never_counted_as_incomplete(gold, scenario):
+    synced = synced_generations(scenario)
+    open_ = {(e["group_id"], e["to_generation"]) for e in gold.of("rebalance_episodes", scenario)
+             if e["completed_at"] is None and e["protocol_kind"] == "classic"}
+    assert not open_ & synced, sorted(open_ & synced)
+
+
+def test_compaction_removed_completions_the_log_still_has():
+    """Not vacuous: in the compacted recording the broker logged syncs of generations whose
+    GroupMetadata records compaction removed."""
+    kept = set(truth("compressed_compacted")["groups"]["g-cmp-a"]["rebalances"]["offsets_topic_distinct_generations"])
+    logged = {g for grp, g in synced_generations("compressed_compacted") if grp == "g-cmp-a"}
+    assert logged - kept
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)

@@ -5,7 +5,8 @@ coordinator's "Preparing to rebalance" line (logs) — without logs the start is
 the previous persisted generation (`started_after_ts`) and the join completion
 (`joined_at`, the record's currentStateTimestamp). A generation number skipped between
 records that are otherwise contiguous (no missing log offsets between them) is an episode
-that never completed. Cooperative groups hand partitions over in two generations: the
+that never completed. With logs, an episode whose record compaction removed is completed by
+the coordinator's "Assignment received from leader" line (`_completed_in_logs`). Cooperative groups hand partitions over in two generations: the
 second carries the first's `logical_rebalance_id`.
 
 KIP-848 groups: one episode per group epoch bump, completed when every member of that
@@ -40,9 +41,19 @@ def _holes(inputs: GoldInputs) -> DataFrame | None:
     b = b.withColumn("_prev", F.lag("offset").over(w))
     first = b.groupBy("cluster", "partition").agg(F.min("offset").alias("hole_to")).where(F.col("hole_to") > 0) \
         .withColumn("hole_from", F.lit(0).cast("long"))
-    # A single missing offset can be a transaction marker a consumer never sees: not a hole.
-    mid = b.where(F.col("offset") - F.col("_prev") > 2).select("cluster", "partition", (F.col("_prev") + 1).alias("hole_from"),
-                                                               F.col("offset").alias("hole_to"))
+    # Read live (read_committed), a single missing offset can be a transaction marker the
+    # consumer never sees: not a hole. Segment files hold the markers too, so there any
+    # missing offset is one (compaction often removes a single record: an old
+    # GroupMetadata between two kept ones, whose generation would otherwise read as a
+    # rebalance that never completed).
+    live = F.col("source") == "kafka"
+    if "source" in b.columns:
+        b = b.withColumn("_live", F.coalesce(live | F.lag(live).over(w), F.lit(True)))
+    else:
+        b = b.withColumn("_live", F.lit(True))
+    step = F.when(F.col("_live"), 2).otherwise(1)
+    mid = b.where(F.col("offset") - F.col("_prev") > step).select(
+        "cluster", "partition", (F.col("_prev") + 1).alias("hole_from"), F.col("offset").alias("hole_to"))
     return first.select("cluster", "partition", "hole_from", "hole_to").unionByName(mid) \
         .withColumnRenamed("partition", "coordinator_partition")
 
@@ -114,6 +125,26 @@ def _classic(inputs: GoldInputs, snaps: DataFrame) -> DataFrame:
     return eps.drop("_logical_start", "_hole", "snap_pos")
 
 
+def _completed_in_logs(inputs: GoldInputs, eps: DataFrame) -> DataFrame:
+    """Episodes without a persisted completion take the coordinator's "Assignment received
+    from leader ... for generation N" line as theirs: the sync that ends a classic rebalance
+    happened, and the GroupMetadata record it wrote is gone (compaction keeps only a group's
+    latest). Without this, every rebalance whose record was compacted would read as one that
+    never completed. A generation that never got its assignment keeps no completion."""
+    ev = ev_mod.events(inputs)
+    if ev is None:
+        return eps
+    synced = ev.where((F.col("event") == "assignment_received") & F.col("generation").isNotNull()) \
+        .groupBy("cluster", "group_id", F.col("generation").cast("int").alias("to_generation")) \
+        .agg(F.collect_list("ts").alias("_synced"))
+    # The first such line after the episode began: a group deleted and recreated numbers its
+    # generations again, and an earlier incarnation's line is not this episode's end.
+    start = F.coalesce("started_ms", "started_after_ms", F.lit(-(2**62)))
+    synced_ms = F.array_min(F.filter("_synced", lambda t: t >= start))
+    return eps.join(synced, ["cluster", "group_id", "to_generation"], "left") \
+        .withColumn("completed_ms", F.coalesce("completed_ms", synced_ms)).drop("_synced")
+
+
 def _with_logs(inputs: GoldInputs, eps: DataFrame) -> DataFrame:
     starts = ev_mod.rebalance_starts(inputs)
     if starts is None:
@@ -125,6 +156,7 @@ def _with_logs(inputs: GoldInputs, eps: DataFrame) -> DataFrame:
         ["cluster", "group_id", "to_generation"])
     # Groups the logs know: their episodes are the logged starts (plus record-only changes the logs missed).
     j = eps.join(st, ["cluster", "group_id", "to_generation"], "full_outer")
+    j = _completed_in_logs(inputs, j)
     inc = eps.groupBy("cluster", "group_id").agg(F.max("incarnation").alias("_inc"), F.first("protocol").alias("_proto"))
     j = j.join(inc, ["cluster", "group_id"], "left")
     return j.withColumn("incarnation", F.coalesce("incarnation", "_inc", F.lit(0))) \

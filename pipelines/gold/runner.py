@@ -97,7 +97,7 @@ def read_inputs(lake, versions: Mapping[str, int] | None = None, keys=None,
     if lake.exists("offsets_records"):
         # Where the input has holes (compaction, retention): bronze positions per partition.
         b = lake.read("offsets_records", versions.get("offsets_records"), clusters=clusters) \
-            .select("cluster", "partition", "offset", "control")
+            .select("cluster", "partition", "offset", "control", "source")
         if keys is not None:
             # Only the coordinator partitions of the touched groups.
             cp = kw["offset_commits"].select("cluster", "coordinator_partition") \
