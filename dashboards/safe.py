@@ -29,10 +29,16 @@ def text(value) -> str:
 
 
 attr = text
-# Plotly draws labels, legends and hover text as a small HTML dialect and decodes the
-# entities html.escape writes (&lt; &gt; &amp; &quot; &#39;) back to characters: the same
-# escaping makes a string plotly renders show as text, never as tags.
-plot_text = text
+
+
+def plot_text(value) -> str:
+    """Text plotly renders (labels, legends, hover text: a small HTML dialect). It decodes
+    &lt; &gt; &amp; back to characters but shows &quot; and &#x27; as written (seen in the
+    browser test), so only those three are escaped: without a `<` no tag can form, and a
+    quote is then just a character."""
+    if value is None:
+        return ""
+    return html.escape(visible(str(value)), quote=False)
 
 
 def group_hash(cluster: str, group_id: str) -> str:

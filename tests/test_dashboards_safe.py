@@ -23,6 +23,9 @@ def test_escaping():
     assert text('<img src=x onerror="alert(1)">') == "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;"
     assert text("it's") == "it&#x27;s"
     assert plot_text("<b>m</b>") == "&lt;b&gt;m&lt;/b&gt;"
+    # plotly would show &quot; as written: quotes stay (no tag can form without a `<`).
+    assert plot_text('"><script>it\'s') == "\"&gt;&lt;script&gt;it's"
+    assert plot_text("a\u202eb") == "a\\u202eb"
     assert text(None) == ""
 
 
