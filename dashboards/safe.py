@@ -1,9 +1,9 @@
 """Untrusted strings (group, member and client ids, hosts, reasons, topics) made safe for pages.
 
 Every string that came from Kafka passes through one of these before it reaches a page:
-`text`/`attr` for HTML (invisible characters spelled out as on the terminal), `plot_text` for anything plotly renders (plotly draws labels,
-legend entries and hover text as a small HTML dialect, so a raw `<b>` or `<a href>` in a
-group id would be interpreted), `page_name` for the file name (and so the URL) of a group's
+`text`/`attr` for HTML (invisible characters spelled out as on the terminal), `plot_text`
+for anything plotly renders (plotly draws labels, legend entries and hover text as a small
+HTML dialect, so a raw `<b>` or `<a href>` in a group id would be interpreted), `page_name` for the file name (and so the URL) of a group's
 page: a readable slug plus a hash of the exact (cluster, group id), so two ids that slug
 alike never share a page and no id can climb out of the report folder.
 """
