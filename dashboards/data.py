@@ -5,8 +5,7 @@ is distributed, and only its aggregated, bounded result comes to the driver, as 
 (`DataFrame.toArrow`):
 
 * `group_stats`: one row per consumer group with its headline figures and the totals the
-  pages quote (one union of every table's (cluster, group_id, figures...) rows, one
-  groupBy: a single shuffle);
+  pages quote: gold's `group_summary` read as it is (where each figure is defined);
 * `page_detail`: what each group page draws and lists, as (group key, kind, sort, JSON)
   rows: the latest ownership intervals and episodes, the top-N rows of every finding
   (the most records at risk, the longest idle spans and stalls...), the latest
@@ -42,7 +41,7 @@ GROUP_KEYS = ("cluster", "group_id")
 
 # Tables the report reads (docs/gold.md, docs/whatif.md). Gold and what-if ones may be absent.
 GOLD = ("rebalance_episodes", "ownership_intervals", "duplicate_windows", "skip_windows", "idle_consumers",
-        "rebalance_storms", "commit_anomalies", "coverage_gaps", "consumer_lag")
+        "rebalance_storms", "commit_anomalies", "coverage_gaps", "consumer_lag", "group_summary")
 WHATIF = ("whatif_summary",)
 # The silver tables every group appears in (member_assignments holds the same groups as
 # group_generations, row by member, so scanning it too would only add work).
@@ -139,155 +138,46 @@ def _fewer_tasks(union: DataFrame) -> DataFrame:
 
 # -- headline figures per group (one query) -----------------------------------------------
 
+# Every figure is gold's `group_summary` (pipelines/gold/summary.py defines each once, and
+# `sql` users read the same table); the report only renames a few to its own short names.
+SUMMARY = "group_summary"
 OVERVIEW_COLUMNS = (
     "cluster", "group_id", "protocol_kind", "rebalances", "generations", "incomplete_rebalances",
     "rebalancing_ms", "last_rebalance_ms", "duplicate_windows", "duplicate_records", "skip_windows",
-    "idle_members", "storms", "anomalies", "coverage_gaps", "ownership_intervals",
+    "idle_members", "transient_idle_members", "storms", "anomalies", "coverage_gaps", "ownership_intervals",
 )
 # Totals the pages quote next to a capped list, and what the commit-rate buckets need.
-EXTRA_COLUMNS = ("skip_records", "idle_spans", "commit_partitions", "commit_t0", "commit_t1", "lag_rows")
-
-# Within a computed table, a group with no rows has zero of it (not "unknown").
-ZERO_IF = {
-    "rebalance_episodes": ("rebalances", "generations", "incomplete_rebalances"),
-    "duplicate_windows": ("duplicate_windows", "duplicate_records"),
-    "skip_windows": ("skip_windows", "skip_records"), "idle_consumers": ("idle_members", "idle_spans"),
-    "rebalance_storms": ("storms",), "commit_anomalies": ("anomalies",), "coverage_gaps": ("coverage_gaps",),
-    "ownership_intervals": ("ownership_intervals",), "offset_commits": ("commit_partitions",),
-    "consumer_lag": ("lag_rows",),
-}
-
-
-def _stat_inputs(t: LakeTables) -> list[tuple[str, dict[str, F.Column]]]:
-    """Per table: the per-row values the single groupBy of `group_stats` folds.
-
-    Each table contributes one branch of a union; a value column another table fills is null
-    in this branch. Distinct counts are `size(collect_set(...))` (collect_set skips nulls and
-    merges map-side), which keeps the whole aggregation to one shuffle."""
-    out: list[tuple[str, dict[str, F.Column]]] = []
-    one = F.lit(1).cast("long")
-    for name in SILVER:
-        if t.has(name) and name != "offset_commits":
-            out.append((name, {}))
-    if t.has("offset_commits"):
-        c = t.get("offset_commits")
-        # The same rows `commit_rates` buckets: commits that carry an offset.
-        ok = F.col("offset").isNotNull()
-        if "is_deletion" in c.columns:
-            ok = ok & ~F.coalesce(F.col("is_deletion"), F.lit(False))
-        out.append(("offset_commits", {
-            "_part": F.when(ok, F.struct(F.col("topic"), F.col("partition"))),
-            "_t": F.when(ok, F.unix_millis(F.col("record_ts"))),
-        }))
-    if t.has("rebalance_episodes"):
-        e = t.get("rebalance_episodes")
-        real = ~F.coalesce(F.col("empty_transition"), F.lit(False))
-        out.append(("rebalance_episodes", {
-            "_rebalance": F.when(real, F.struct(F.col("incarnation"), F.col("logical_rebalance_id"))),
-            "_episode": one,
-            "_incomplete": F.when(F.col("completed_at").isNull(), 1).otherwise(0).cast("long"),
-            "_duration": F.col("duration_ms").cast("long"),  # null: not known (no coordinator log)
-            "_last": F.unix_millis(F.coalesce(F.col("completed_at"), F.col("started_at"))),
-            "_pk_e": F.col("protocol_kind") if "protocol_kind" in e.columns else F.lit(None).cast("string"),
-        }))
-    if t.has("ownership_intervals"):
-        o = t.get("ownership_intervals")
-        out.append(("ownership_intervals", {
-            "_interval": one,
-            "_pk_o": F.col("protocol_kind") if "protocol_kind" in o.columns else F.lit(None).cast("string"),
-        }))
-    if t.has("duplicate_windows"):
-        out.append(("duplicate_windows", {
-            "_dup": one, "_dup_records": F.greatest(F.coalesce(F.col("estimated_records"), F.lit(0)), F.lit(0)).cast("long")}))
-    if t.has("skip_windows"):
-        out.append(("skip_windows", {
-            "_skip": one, "_skip_records": F.greatest(F.coalesce(F.col("records"), F.lit(0)), F.lit(0)).cast("long")}))
-    if t.has("idle_consumers"):
-        i = t.get("idle_consumers")
-        lasting = ~F.coalesce(F.col("transient"), F.lit(False)) if "transient" in i.columns else F.lit(True)
-        out.append(("idle_consumers", {"_idle_span": one, "_idle_member": F.when(lasting, F.col("member_id"))}))
-    for name, col in (("rebalance_storms", "_storm"), ("commit_anomalies", "_anomaly"), ("coverage_gaps", "_gap"),
-                      ("consumer_lag", "_lag")):
-        if t.has(name):
-            out.append((name, {col: one}))
-    return out
+EXTRA_COLUMNS = ("skip_records", "idle_spans", "commit_partitions", "commit_t0", "commit_t1", "lag_rows",
+                 "unconsumed_ms", "partitions_moved", "partitions_revoked",
+                 "rebalances_without_duration", "max_lag")
+# report name → group_summary column (the others have the same name in both).
+RENAMED = {"generations": "episodes", "duplicate_records": "records_at_risk", "anomalies": "commit_anomalies",
+           "skip_records": "skipped_records", "commit_partitions": "committed_partitions", "lag_rows": "lag_samples"}
+AS_MS = {"last_rebalance_ms": "last_rebalance_at", "commit_t0": "first_commit_at", "commit_t1": "last_commit_at"}
 
 
 def _stats_frame(t: LakeTables) -> DataFrame | None:
-    inputs = _stat_inputs(t)
-    if not inputs:
+    """The report's headline rows: gold's `group_summary` as it is. Before gold has run, the
+    groups silver holds, every figure null (the pages print "not computed")."""
+    names = (*OVERVIEW_COLUMNS, *EXTRA_COLUMNS)
+    if t.has(SUMMARY):
+        s = t.get(SUMMARY)
+        cols = [F.col(c) for c in GROUP_KEYS]
+        for n in names[len(GROUP_KEYS):]:
+            if n in AS_MS:
+                cols.append(F.unix_millis(F.col(AS_MS[n])).alias(n))
+            else:
+                cols.append(F.col(RENAMED.get(n, n)).alias(n))
+        return s.select(group_key_col().alias("key"), *cols)
+    keys = [t.get(n).select(*GROUP_KEYS) for n in SILVER if t.has(n)]
+    if not keys:
         return None
-    # Every value column with its type, so each branch can fill the others with typed nulls.
-    types: dict[str, T.DataType] = {}
-    branches = []
-    for name, values in inputs:
-        df = t.get(name)
-        if not set(GROUP_KEYS) <= set(df.columns):
-            continue
-        sel = df.select(*GROUP_KEYS, *[v.alias(k) for k, v in values.items()])
-        for f in sel.schema.fields[len(GROUP_KEYS):]:
-            types.setdefault(f.name, f.dataType)
-        branches.append((sel, set(values)))
-    if not branches:
-        return None
-    union = None
-    for sel, have in branches:
-        cols = [F.col(k) for k in GROUP_KEYS] + [
-            F.col(k) if k in have else F.lit(None).cast(types[k]).alias(k) for k in types]
-        b = sel.select(*cols)
-        union = b if union is None else union.unionByName(b)
-    union = _fewer_tasks(union)
-
-    def has(c):
-        return c in types
-
-    def sum_(c):
-        return F.sum(c) if has(c) else F.lit(None).cast("long")
-
-    def max_(c):
-        return F.max(c) if has(c) else F.lit(None).cast("long")
-
-    def min_(c):
-        return F.min(c) if has(c) else F.lit(None).cast("long")
-
-    def distinct(c):
-        return F.size(F.collect_set(c)).cast("long") if has(c) else F.lit(None).cast("long")
-
-    def kind(c):
-        return F.max(c) if has(c) else F.lit(None).cast("string")
-
-    out = union.groupBy(*GROUP_KEYS).agg(
-        # The kind of the group's episodes, else of its ownership intervals.
-        F.coalesce(kind("_pk_e"), kind("_pk_o")).alias("protocol_kind"),
-        distinct("_rebalance").alias("rebalances"),
-        sum_("_episode").alias("generations"),
-        sum_("_incomplete").alias("incomplete_rebalances"),
-        # The known durations' sum; unknown (null) when the group's episodes have none: a
-        # rebalance seen only in the records did take time, just not a known amount.
-        (F.when(F.count("_duration") > 0, F.sum("_duration"))
-         .when(F.coalesce(F.sum("_episode"), F.lit(0)) == 0, F.lit(0).cast("long"))
-         if has("_duration") else F.lit(None).cast("long")).alias("rebalancing_ms"),
-        max_("_last").alias("last_rebalance_ms"),
-        sum_("_dup").alias("duplicate_windows"),
-        sum_("_dup_records").alias("duplicate_records"),
-        sum_("_skip").alias("skip_windows"),
-        distinct("_idle_member").alias("idle_members"),
-        sum_("_storm").alias("storms"),
-        sum_("_anomaly").alias("anomalies"),
-        sum_("_gap").alias("coverage_gaps"),
-        sum_("_interval").alias("ownership_intervals"),
-        sum_("_skip_records").alias("skip_records"),
-        sum_("_idle_span").alias("idle_spans"),
-        distinct("_part").alias("commit_partitions"),
-        min_("_t").alias("commit_t0"),
-        max_("_t").alias("commit_t1"),
-        sum_("_lag").alias("lag_rows"),
-    )
-    for table, names in ZERO_IF.items():
-        for n in names:
-            out = out.withColumn(n, (F.coalesce(F.col(n), F.lit(0)) if t.has(table) else F.col(n)).cast("long"))
-    # A table the lake lacks: its figures are null ("not computed"), not 0.
-    return out.select(group_key_col().alias("key"), *OVERVIEW_COLUMNS, *EXTRA_COLUMNS)
+    groups = keys[0]
+    for k in keys[1:]:
+        groups = groups.unionByName(k)
+    groups = _fewer_tasks(groups).distinct()
+    nulls = [F.lit(None).cast("string" if n == "protocol_kind" else "long").alias(n) for n in names[len(GROUP_KEYS):]]
+    return groups.select(group_key_col().alias("key"), *GROUP_KEYS, *nulls)
 
 
 def group_stats(t: LakeTables) -> pa.Table | None:
@@ -363,7 +253,7 @@ DETAIL = {
                 ("incarnation", "protocol_kind", "protocol", "from_generation", "to_generation", "started_at",
                  "started_after_ts", "joined_at", "completed_at", "duration_ms", "trigger", "trigger_member", "reason",
                  "members_before", "members_after", "partitions_moved", "partitions_revoked", "logical_rebalance_id",
-                 "phase", "empty_transition", "start_source"),
+                 "phase", "empty_transition", "start_source", "unconsumed_ms"),
                 "started_at", ("started_at",), "episodes"),
     "interval": ("ownership_intervals",
                  ("incarnation", "topic", "partition", "member_id", "group_instance_id", "client_id", "client_host",

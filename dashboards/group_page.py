@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from dashboards import figures
 from dashboards.data import Caps, GroupData
-from dashboards.pages import (NOT_COMPUTED, cards, figure_html, fmt_duration, fmt_int, fmt_ts, page, table)
+from dashboards.data import SUMMARY
+from dashboards.pages import (NOT_COMPUTED, cards, figure_html, fmt_duration, fmt_idle, fmt_int, fmt_ts, page, table)
 from dashboards.safe import text
 
 
@@ -47,11 +48,12 @@ def render(g: GroupData, missing: set[str], caps: Caps, overview_href: str = "..
     body.append(cards([
         ("logical rebalances", fmt_int(s.get("rebalances")), False),
         ("never completed", fmt_int(s.get("incomplete_rebalances")), bool(s.get("incomplete_rebalances"))),
-        ("time rebalancing", fmt_duration(s.get("rebalancing_ms"), "rebalance_episodes" not in missing), False),
+        ("time rebalancing", fmt_duration(s.get("rebalancing_ms"), SUMMARY not in missing), False),
+        ("partitions stood unconsumed", fmt_duration(s.get("unconsumed_ms"), SUMMARY not in missing), False),
         ("duplicate windows", fmt_int(s.get("duplicate_windows")), bool(s.get("duplicate_windows"))),
         ("records at risk of re-processing", fmt_int(s.get("duplicate_records")), bool(s.get("duplicate_records"))),
         ("skip windows", fmt_int(s.get("skip_windows")), bool(s.get("skip_windows"))),
-        ("idle members", fmt_int(s.get("idle_members")), bool(s.get("idle_members"))),
+        ("idle members", fmt_idle(s.get("idle_members"), s.get("transient_idle_members")), bool(s.get("idle_members"))),
         ("storms", fmt_int(s.get("storms")), bool(s.get("storms"))),
         ("commit anomalies", fmt_int(s.get("anomalies")), bool(s.get("anomalies"))),
     ]))
@@ -185,13 +187,14 @@ def _episodes(g: GroupData, missing) -> str:
         else:
             out.append(_shown(rows, g.stats.get("generations"), "episodes"))
             headers = [("generation", False), ("started", False), ("completed", False), ("duration", True),
-                       ("trigger", False), ("member", False), ("reason", False), ("members", True),
+                       ("unconsumed", True), ("trigger", False), ("member", False), ("reason", False), ("members", True),
                        ("moved", True), ("revoked", True)]
             out.append(table("episodes", headers, [[
                 f"{_cell(r.get('from_generation'))} → {_cell(r.get('to_generation'))}",
                 fmt_ts(r.get("started_at")),
                 fmt_ts(r.get("completed_at")) if r.get("completed_at") is not None else "<b>never</b>",
                 "—" if r.get("duration_ms") is None else fmt_duration(r["duration_ms"]),
+                "—" if r.get("unconsumed_ms") is None else fmt_duration(r["unconsumed_ms"]),
                 _cell(r.get("trigger")), _cell(r.get("trigger_member")), _cell(r.get("reason")),
                 f"{_num(r.get('members_before'))} → {_num(r.get('members_after'))}",
                 _num(r.get("partitions_moved")), _num(r.get("partitions_revoked")),

@@ -48,6 +48,14 @@ def fmt_int(v) -> str:
 UNKNOWN = '<span class="nc">unknown</span>'
 
 
+def fmt_idle(lasting, transient) -> str:
+    """Idle members, and the members only transiently idle (a cooperative handover, KIP-848
+    reconciliation) beside them: labelled apart, never left out."""
+    if lasting is None:
+        return NOT_COMPUTED
+    return f"{int(lasting):,}" + (f" (+{int(transient):,} transient)" if transient else "")
+
+
 def fmt_duration(ms, computed: bool = False) -> str:
     """A duration in ms; None reads "unknown" where its table was `computed` (the value is
     not known, e.g. no coordinator log was loaded), else "not computed"."""

@@ -37,8 +37,8 @@ from pathlib import Path
 from plotly.offline import get_plotlyjs
 
 from dashboards import figures, group_page
-from dashboards.data import GOLD, SILVER, WHATIF, Caps, LakeTables, ReportData, load, load_changed
-from dashboards.pages import CSS, NOT_COMPUTED, cards, figure_html, fmt_duration, fmt_int, fmt_ts, page, pager, table
+from dashboards.data import GOLD, SILVER, SUMMARY, WHATIF, Caps, LakeTables, ReportData, load, load_changed
+from dashboards.pages import CSS, NOT_COMPUTED, cards, figure_html, fmt_duration, fmt_idle, fmt_int, fmt_ts, page, pager, table
 from dashboards.safe import page_name, text
 
 GROUPS_DIR = "groups"
@@ -227,12 +227,12 @@ def _write_stats(out: Path, data: ReportData) -> None:
 def _write_overview(out: Path, tables: LakeTables, data: ReportData, page_size: int, lake, n_groups: int) -> ReportResult:
     pages_total = max(1, -(-n_groups // page_size))
     totals = {"rebalances": 0, "rebalancing_ms": 0, "duplicate_windows": 0, "duplicate_records": 0,
-              "idle_members": 0, "storms": 0, "incomplete_rebalances": 0}
+              "idle_members": 0, "transient_idle_members": 0, "storms": 0, "incomplete_rebalances": 0}
     clusters: set[str] = set()
     first_page: list[dict] = []
     current: list[dict] = []
     page_no, rank = 1, 0
-    totals["rebalancing_unknown"] = 0  # groups whose rebalances took a time no log says
+    unknown_time = 0  # groups that rebalanced for a time no log says
     for row in data.overview_rows():
         rank += 1
         row["rank"] = rank
@@ -240,7 +240,7 @@ def _write_overview(out: Path, tables: LakeTables, data: ReportData, page_size: 
         for k in totals:
             totals[k] += row.get(k) or 0
         if row.get("rebalancing_ms") is None and row.get("generations"):
-            totals["rebalancing_unknown"] += 1
+            unknown_time += 1
         current.append(row)
         if len(current) == page_size:
             if page_no == 1:
@@ -254,7 +254,7 @@ def _write_overview(out: Path, tables: LakeTables, data: ReportData, page_size: 
             first_page = current
         else:
             _write(out / overview_name(page_no), _overview_page(current, page_no, pages_total, None, tables, lake, clusters))
-    summary = (totals, rank, len(clusters))
+    summary = (totals, unknown_time, rank, len(clusters))
     index = out / overview_name(1)
     _write(index, _overview_page(first_page, 1, pages_total, summary, tables, lake, clusters, data.coverage()))
     # Overview pages of an earlier, longer report would link to pages that no longer exist.
@@ -267,9 +267,8 @@ def _write_overview(out: Path, tables: LakeTables, data: ReportData, page_size: 
     return ReportResult(out, index, n_groups, pages_total, sorted(tables.missing))
 
 
-def _total_rebalancing(totals: dict) -> str:
-    """The known time rebalancing, and how many groups' time is unknown on top of it."""
-    unknown = totals["rebalancing_unknown"]
+def _total_rebalancing(totals: dict, unknown: int) -> str:
+    """The known time rebalancing, and how many groups' (`unknown`) time is unknown on top of it."""
     if unknown and not totals["rebalancing_ms"]:
         return fmt_duration(None, computed=True)
     known = fmt_duration(totals["rebalancing_ms"])
@@ -313,21 +312,24 @@ def _overview_page(rows, page_no, pages_total, summary, tables: LakeTables, lake
                     "Run <code>rebalance-audit run</code> to compute them; their columns read "
                     "“not computed” below.</div>")
     if summary is not None:
-        totals, n, n_clusters = summary
+        totals, unknown_time, n, n_clusters = summary
+        done = SUMMARY not in missing  # every figure below is a group_summary column
+
+        def figure(v: str) -> str:
+            return v if done else NOT_COMPUTED
+
         body.append(cards([
             ("consumer groups", f"{n:,}", False),
             ("clusters", f"{n_clusters:,}", False),
-            ("logical rebalances", fmt_int(totals["rebalances"]) if "rebalance_episodes" not in missing else NOT_COMPUTED, False),
-            ("never completed", fmt_int(totals["incomplete_rebalances"]) if "rebalance_episodes" not in missing else NOT_COMPUTED,
-             bool(totals["incomplete_rebalances"])),
-            ("time rebalancing", _total_rebalancing(totals) if "rebalance_episodes" not in missing else NOT_COMPUTED, False),
-            ("duplicate windows", fmt_int(totals["duplicate_windows"]) if "duplicate_windows" not in missing else NOT_COMPUTED,
-             bool(totals["duplicate_windows"])),
-            ("records at risk of re-processing",
-             fmt_int(totals["duplicate_records"]) if "duplicate_windows" not in missing else NOT_COMPUTED, bool(totals["duplicate_records"])),
-            ("idle members", fmt_int(totals["idle_members"]) if "idle_consumers" not in missing else NOT_COMPUTED,
+            ("logical rebalances", figure(fmt_int(totals["rebalances"])), False),
+            ("never completed", figure(fmt_int(totals["incomplete_rebalances"])), bool(totals["incomplete_rebalances"])),
+            ("time rebalancing", figure(_total_rebalancing(totals, unknown_time)), False),
+            ("duplicate windows", figure(fmt_int(totals["duplicate_windows"])), bool(totals["duplicate_windows"])),
+            ("records at risk of re-processing", figure(fmt_int(totals["duplicate_records"])),
+             bool(totals["duplicate_records"])),
+            ("idle members", figure(fmt_idle(totals["idle_members"], totals["transient_idle_members"])),
              bool(totals["idle_members"])),
-            ("storms", fmt_int(totals["storms"]) if "rebalance_storms" not in missing else NOT_COMPUTED, bool(totals["storms"])),
+            ("storms", figure(fmt_int(totals["storms"])), bool(totals["storms"])),
         ]))
         if coverage:
             body.append(_coverage_section(coverage))
@@ -346,9 +348,10 @@ def _overview_page(rows, page_no, pages_total, summary, tables: LakeTables, lake
         body_rows.append([
             str(r["rank"]), f'<a href="{text(href)}">{text(r["group_id"])}</a>', text(r["cluster"]),
             text(r.get("protocol_kind") or "—"), fmt_int(r.get("rebalances")), fmt_int(r.get("incomplete_rebalances")),
-            fmt_duration(r.get("rebalancing_ms"), "rebalance_episodes" not in missing), fmt_int(r.get("duplicate_windows")),
+            fmt_duration(r.get("rebalancing_ms"), SUMMARY not in missing), fmt_int(r.get("duplicate_windows")),
             fmt_int(r.get("duplicate_records")),
-            fmt_int(r.get("skip_windows")), fmt_int(r.get("idle_members")), fmt_int(r.get("storms")),
+            fmt_int(r.get("skip_windows")), fmt_idle(r.get("idle_members"), r.get("transient_idle_members")),
+            fmt_int(r.get("storms")),
             fmt_int(r.get("anomalies")), fmt_int(r.get("coverage_gaps")),
         ])
     body.append('<section id="groups-section"><h2>Consumer groups, ranked by rebalances</h2>'

@@ -130,5 +130,12 @@ CONSUMER_LAG = Suite("consumer_lag", "gold", (
               severity=WARN),
 ))
 
+GROUP_SUMMARY = Suite("group_summary", "gold", (
+    unique_check("one_row_per_group", ["cluster", "group_id"], "one summary row per consumer group"),
+    row_check("rebalances_within_episodes", lambda: F.col("rebalances") > F.col("episodes"), ["cluster", "group_id"],
+              lambda: fmt("%s logical rebalances from %s episodes", "rebalances", "episodes"), ("rebalances", "episodes"),
+              "a logical rebalance is one or more episodes"),
+))
+
 SUITES = (OWNERSHIP_INTERVALS, COMMIT_ATTRIBUTION, DUPLICATE_WINDOWS, SKIP_WINDOWS, REBALANCE_EPISODES,
-          COMMIT_ANOMALIES, COVERAGE_GAPS, IDLE_CONSUMERS, REBALANCE_STORMS, CONSUMER_LAG)
+          COMMIT_ANOMALIES, COVERAGE_GAPS, IDLE_CONSUMERS, REBALANCE_STORMS, CONSUMER_LAG, GROUP_SUMMARY)

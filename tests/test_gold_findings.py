@@ -457,7 +457,8 @@ def test_a_rewind_the_owner_overtakes_at_once_is_no_window(segments_lake, gold, 
         target = (F.col("group_id") == row.group_id) & (F.col("topic") == row.topic) \
             & (F.col("partition") == row.partition) & (F.col("effective_log_offset") == row.effective_log_offset)
         lowered = attributed.withColumn("offset", F.when(target, F.lit(row.prev_off - 1)).otherwise(F.col("offset")))
-        found = duplicates.build_duplicate_windows(inputs, intervals, lowered, PARAMS).where(
+        handed = duplicates.handover_estimates(inputs, intervals, lowered, PARAMS)
+        found = duplicates.build_duplicate_windows(handed, lowered).where(
             (F.col("cause") == "offset_rewind") & (F.col("group_id") == row.group_id)
             & (F.col("partition") == row.partition)).collect()
         return [(r.start_offset, r.end_offset_estimate) for r in found]
@@ -532,3 +533,50 @@ def test_consumer_lag_at_every_sample_is_the_log_end_minus_the_acknowledged_comm
     assert not wrong, sorted(wrong.items())[:10]
     # A sample before a group's first commit on a partition is no row: it had no position.
     assert set(got) >= set(truth) and all(v is not None for v in got.values())
+
+
+# ----------------------------------------------------------------------------- unconsumed time
+def processing_gaps(scenario: str, group: str, min_ms: int = 300) -> list[tuple[int, int]]:
+    """Every stretch longer than `min_ms` in which a partition of `group` was processed by
+    nobody, as (last message before, first message after) in epoch ms, from what the
+    consumers really processed. The producer writes every partition many times a second, so
+    a longer stretch is the group standing still."""
+    seen: dict[tuple, list[int]] = {}
+    for f in (RECORDINGS / scenario / "consumers").glob("*.jsonl"):
+        for line in f.read_text().splitlines():
+            d = json.loads(line)
+            if d.get("event") == "processed" and d.get("group") == group:
+                seen.setdefault((d["topic"], d["partition"]), []).append(d["ts_ms"])
+    gaps = []
+    for ts in seen.values():
+        ts.sort()
+        gaps += [(a, b) for a, b in zip(ts, ts[1:]) if b - a > min_ms]
+    return gaps
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_each_episode_says_how_long_its_partitions_really_stood_still(gold, scenario):
+    """Every rebalance with a logged start and a completion: its `unconsumed_ms` matches the
+    longest stretch any partition of the group went unprocessed around it (ground truth:
+    every message each consumer processed), within a heartbeat and a second (when within
+    its last heartbeat a member died or heard of the rebalance, and how soon the new
+    owner's first fetch returned, no record holds). A crash's partitions stand still from
+    the crash until the new owner starts: the session timeout and then some, though the
+    coordinator's rebalance itself takes under a second; so does a poll timeout's."""
+    hb = recording_settings(scenario)["classic_heartbeat_interval_ms"] or PARAMS.classic_heartbeat_interval_ms
+    checked, failures = 0, 0
+    for g in truth(scenario)["groups"]:
+        gaps = processing_gaps(scenario, g)
+        for e in gold.of("rebalance_episodes", scenario, g):
+            if e["started_at"] is None or e["completed_at"] is None or e["phase"] != 1:
+                continue
+            start, end = e["started_ms"], e["completed_ms"]
+            real = max((b - a for a, b in gaps if a <= end and b >= start), default=0)
+            assert abs(e["unconsumed_ms"] - real) <= hb + 1_000, (g, e["to_generation"], e["trigger"], e["unconsumed_ms"], real)
+            if e["trigger"] in ("crash", "poll_timeout") or e["unconsumed_ms"] > 5_000:
+                assert e["duration_ms"] < 2_000 < 5_000 < real, (g, e["to_generation"], e["duration_ms"], real)
+                failures += 1
+            checked += 1
+    assert checked or not any(gold.of("rebalance_episodes", scenario))
+    if scenario in ("crash_autocommit", "poll_timeout", "static_membership", "kip848_consumer_protocol"):
+        assert failures, "the recording's failure was not found"

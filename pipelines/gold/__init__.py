@@ -33,12 +33,14 @@ def build_all(inputs: GoldInputs, params: GoldParams | None = None) -> dict:
     snaps = ownership.assignment_snapshots(inputs)  # a projection: cheaper re-read than pinned
     holdings = _pin(ownership.build_ownership_intervals(inputs, snaps, params))
     attributed = _pin(ownership.build_commit_attribution(inputs, holdings))
-    eps = _pin(episodes.build_rebalance_episodes(inputs, snaps, params))
+    # Each handover's old owner's stop: the duplicate windows and the episodes' unconsumed time.
+    handed = _pin(duplicates.handover_estimates(inputs, holdings, attributed, params))
+    eps = _pin(episodes.with_unconsumed(episodes.build_rebalance_episodes(inputs, snaps, params), handed))
     out = {
         "ownership_intervals": holdings,
         "commit_attribution": attributed,
         "rebalance_episodes": eps,
-        "duplicate_windows": duplicates.build_duplicate_windows(inputs, holdings, attributed, params),
+        "duplicate_windows": duplicates.build_duplicate_windows(handed, attributed),
         "skip_windows": anomalies.build_skip_windows(inputs, attributed, params),
         "commit_anomalies": anomalies.build_commit_anomalies(inputs, holdings, params, attributed),
         "idle_consumers": idle.build_idle_consumers(inputs, snaps),

@@ -132,7 +132,12 @@ def handovers(intervals: DataFrame) -> DataFrame:
                    & (F.col("prev_incarnation") == F.col("incarnation")))
 
 
-def build_duplicate_windows(inputs: GoldInputs, intervals: DataFrame, attributed: DataFrame, params: GoldParams) -> DataFrame:
+def handover_estimates(inputs: GoldInputs, intervals: DataFrame, attributed: DataFrame, params: GoldParams) -> DataFrame:
+    """Every handover with what its old owner did last: its last commit (`last_ms`), when it
+    stopped processing (`stop_estimate_ms`, null when no record says: a static member's
+    restart), whether its last commit was a final one (`_final`), the offsets it may have
+    processed past it and the cause (`_cause`). The duplicate windows are cut from these
+    rows; the episodes take their partitions' unconsumed time from the same stops."""
     h = handovers(intervals)
     gaps = owner_commit_gaps(attributed)
     stats = owner_commit_stats(gaps)
@@ -256,6 +261,11 @@ def build_duplicate_windows(inputs: GoldInputs, intervals: DataFrame, attributed
              .when(kind == "poll_timeout", "poll_timeout")
              .when(kind == "leave", "leave_without_final_commit")
              .otherwise("removed_without_final_commit"))
+    return h.withColumn("_cause", cause).withColumn("_cadence", cadence)
+
+
+def build_duplicate_windows(h: DataFrame, attributed: DataFrame) -> DataFrame:
+    """The windows of the handovers `handover_estimates` gave, and the offset rewinds."""
     # A handover on a partition that had no traffic (peak rate 0, or capped by the sampled log
     # end at the resume offset) has an empty [start, end_high): nothing can be read twice,
     # so it is not a window.
@@ -268,10 +278,10 @@ def build_duplicate_windows(inputs: GoldInputs, intervals: DataFrame, attributed
             F.timestamp_millis("from_ms").alias("handover_ts"), "start_offset",
             "end_offset_estimate", "end_offset_high",
             (F.col("end_offset_estimate") - F.col("start_offset")).alias("estimated_records"),
-            cause.alias("cause"),
+            F.col("_cause").alias("cause"),
             F.timestamp_millis("last_ms").alias("last_commit_ts"),
             F.timestamp_millis("stop_estimate_ms").alias("stop_estimate_ts"),
-            cadence.cast("long").alias("commit_interval_ms"),
+            F.col("_cadence").cast("long").alias("commit_interval_ms"),
             (F.col("rate_ms") * 1000).alias("rate_per_s"),
             F.col("start_pos").alias("handover_pos"),
         )

@@ -25,7 +25,7 @@ COLUMNS = [
     "cluster", "group_id", "incarnation", "protocol_kind", "protocol", "from_generation", "to_generation",
     "started_at", "started_after_ts", "joined_at", "completed_at", "duration_ms", "trigger", "trigger_member",
     "reason", "members_before", "members_after", "partitions_moved", "partitions_revoked",
-    "logical_rebalance_id", "phase", "empty_transition", "start_source",
+    "logical_rebalance_id", "phase", "empty_transition", "start_source", "unconsumed_ms",
 ]
 
 # How far a logged rebalance start may lie after the record completing it (clock skew).
@@ -258,3 +258,53 @@ def build_rebalance_episodes(inputs: GoldInputs, snaps: DataFrame, params: GoldP
         ((F.coalesce("members_before", F.lit(0)) == 0) | (F.coalesce("members_after", F.lit(1)) == 0)).alias("empty_transition"),
         "start_source", "started_ms", "completed_ms",
     )
+
+
+def with_unconsumed(eps: DataFrame, handed: DataFrame) -> DataFrame:
+    """`eps` with `unconsumed_ms`: how long partitions stood unconsumed because of the
+    rebalance, from the old owner's last sign of life to the new owner's start.
+
+    * A revoked partition waits for its new owner: an eager rebalance revokes everything
+      when it starts and assigns when it completes (start to completion); a cooperative one
+      revokes in one round and assigns in the next (a round's completion to the next
+      one's; a member leaving revokes its own as it leaves); KIP-848 reconciles within the epoch (the epoch's start to every member's
+      reconciliation, an upper bound).
+    * When the rebalance is how the coordinator noticed an owner had stopped, its
+      partitions stood still from then: each handover's `stop_estimate_ms` of cause crash
+      (a session timeout before the expiry) or poll timeout (max.poll.interval.ms before
+      the leave), from duplicates.handover_estimates: one rule for when an owner stopped,
+      shared with the duplicate windows, to the logical rebalance's completion.
+
+    The longer of the two. A rebalance that revoked nothing and noticed no failure stopped
+    nothing (0). Without a known start or completion the figure is unknown (null), like the
+    duration. A logical rebalance's figure sits on its first round, 0 on the others, so a
+    group's sum counts each once. Tested against what consumers really processed."""
+    logical = Window.partitionBy("cluster", "group_id", "incarnation", "logical_rebalance_id")
+    rounds = logical.orderBy("to_generation")
+    # Every round completed: the last one's completion; else unknown.
+    e = eps.withColumn("_start", F.min(F.when(F.col("phase") == 1, F.col("started_ms"))).over(logical)) \
+        .withColumn("_end", F.when(F.count("completed_ms").over(logical) == F.count("*").over(logical),
+                                   F.max("completed_ms").over(logical))) \
+        .withColumn("_wait", F.max(F.when(F.col("phase") == 2, F.col("completed_ms") - F.lag("completed_ms").over(rounds)))
+                    .over(logical))
+    # Failures noticed by this logical rebalance: handovers whose new owner started inside it
+    # (up to the two clocks' skew).
+    spans = e.where(F.col("phase") == 1).select("cluster", "group_id", "incarnation", "logical_rebalance_id",
+                                                "_start", "_end")
+    stops = handed.where(F.col("_cause").isin("crash", "poll_timeout") & F.col("stop_estimate_ms").isNotNull()).select(
+        "cluster", "group_id", F.col("from_ms").alias("_new"), F.col("stop_estimate_ms").alias("_stop"))
+    inside = F.col("_new").between(F.col("_start") - CLOCK_SKEW_TOLERANCE_MS, F.col("_end") + CLOCK_SKEW_TOLERANCE_MS)
+    failed = spans.join(stops, ["cluster", "group_id"]).where(inside) \
+        .groupBy("cluster", "group_id", "incarnation", "logical_rebalance_id").agg(F.max(F.col("_end") - F.col("_stop")).alias("_failed"))
+    e = e.join(failed, ["cluster", "group_id", "incarnation", "logical_rebalance_id"], "left")
+    coop = F.coalesce(F.col("protocol"), F.lit("")).contains("cooperative")
+    # A cooperative rebalance in one round (a member left: its partitions, revoked as it
+    # left, are assigned when the round completes) waits from start to completion.
+    one_round = F.when(F.coalesce("partitions_moved", F.lit(0)) > 0, F.col("_end") - F.col("_start"))
+    revoked = (F.when(coop, F.coalesce("_wait", one_round, F.lit(0)))
+               .when(F.coalesce("partitions_revoked", F.lit(0)) > 0, F.col("_end") - F.col("_start"))
+               .otherwise(F.lit(0)))
+    known = F.col("_start").isNotNull() & F.col("_end").isNotNull()
+    unconsumed = (F.when(F.col("phase") != 1, F.lit(0))
+                  .when(known, F.greatest(F.coalesce("_failed", F.lit(0)), revoked, F.lit(0))))
+    return e.withColumn("unconsumed_ms", unconsumed.cast("long")).drop("_start", "_end", "_wait", "_failed")

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from pipelines.lake import Positions
 
-from . import incremental, settings
+from . import incremental, settings, summary
 from .model import GoldInputs, GoldParams
 
 log = logging.getLogger(__name__)
@@ -41,6 +41,9 @@ GOLD_DESCRIPTIONS = {
                      "never counted as failed rebalances.",
     "consumer_lag": "How far a group's committed offset trailed the log end on one partition at one sample of the "
                     "log-end offsets (live ingestion): kafka-consumer-groups' LAG, as history.",
+    "group_summary": "One consumer group's figures, each defined once: logical rebalances, time rebalancing and "
+                     "unconsumed (null: unknown), partitions moved and revoked, records at risk, idle members "
+                     "(transient ones apart), storms, gaps, lag; what every report page and tile shows.",
 }
 GOLD_TABLES = tuple(GOLD_DESCRIPTIONS)
 
@@ -154,6 +157,8 @@ def update_gold(lake, params: GoldParams | None = None, cluster_settings: Iterab
     this run (part of the parameters' fingerprint: changing it rebuilds everything).
     `full` forces a rebuild of every table.
     """
+    from pyspark.sql import functions as F
+
     from . import build_all
 
     params = params or GoldParams()
@@ -185,12 +190,26 @@ def update_gold(lake, params: GoldParams | None = None, cluster_settings: Iterab
     inputs = read_inputs(lake, p.versions, keys, clusters=None if keys is None else {c for c, _ in found})
     if cluster_settings is not None:
         inputs.cluster_settings = settings.to_spark(lake.spark, cluster_settings)
-    for name, df in build_all(inputs, params).items():
+    written: dict[str, int] = {}
+
+    def write(name, df) -> None:
         if keys is None:
             version = lake.write_df(name, df, mode="overwrite", partition_by=["cluster"], positions=positions)
         else:
             version = lake.replace_rows(name, df, keys, incremental.KEY, partition_by=["cluster"],
                                         positions=positions, key_partitions={(c,) for c, _ in found})
+        written[name] = version
         run.rows_written[name] = lake.commit_rows(name, version)
         log.info("gold %s: %d rows written", name, run.rows_written[name])
+
+    for name, df in build_all(inputs, params).items():
+        write(name, df)
+    # The summary folds the tables just written (their rows of the groups this run covers),
+    # so its figures are those tables' by construction; written last, so a run killed
+    # before it recomputes it (it is behind) from tables already up to date.
+    tables = {}
+    for name in summary.READS:
+        t = lake.read(name, written[name])
+        tables[name] = t if keys is None else t.join(F.broadcast(keys), incremental.KEY, "left_semi")
+    write(summary.TABLE, summary.build_group_summary(tables, inputs))
     return run
