@@ -288,7 +288,7 @@ def whatif_figure(rows: list[dict]) -> dict | None:
     rows = sorted(rows, key=lambda r: (r.get("incarnation") or 0, str(r.get("assignor"))))
     real = rows[0]
     rows = [r for r in rows if r.get("assignor") != ACTUAL]
-    names = ["what happened"] + [plot_text(r.get("assignor")) for r in rows]
+    names = ["as recorded (modelled)"] + [plot_text(r.get("assignor")) for r in rows]
     d = _domains(3, 0.08)
     traces, layout = [], dict(_LAYOUT, height=340, bargap=0.3, showlegend=False,
                               annotations=_titles([m[2] for m in WHATIF_METRICS], d))

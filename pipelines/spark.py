@@ -76,7 +76,7 @@ def profile_conf(master: str, profile: str | None = None) -> dict[str, str]:
     return dict(PROFILES[profile]) if master.startswith("local") else {}
 
 
-def _cache_dir() -> Path:
+def cache_dir() -> Path:
     """The set-up cache (scripts/setup.sh's): $REBALANCE_AUDIT_CACHE, else
     $XDG_CACHE_HOME/rebalance-audit, else ~/.cache/rebalance-audit."""
     return Path(os.environ.get("REBALANCE_AUDIT_CACHE")
@@ -89,7 +89,7 @@ def spark_log_file() -> Path | None:
     given = os.environ.get(SPARK_LOG_ENV)
     if given == "-":
         return None
-    return Path(given) if given else _cache_dir() / "logs" / "spark.log"
+    return Path(given) if given else cache_dir() / "logs" / "spark.log"
 
 
 # Spark's and its libraries' log lines (the JVM's warnings about the host name, native
@@ -162,7 +162,7 @@ def delta_jars() -> list[str]:
     (it fetches them with Maven, once per machine)."""
     folder = os.environ.get(DELTA_JARS_ENV)
     if not folder:
-        record = _cache_dir() / "delta" / "JARS"
+        record = cache_dir() / "delta" / "JARS"
         if record.is_file() and Path(record.read_text().strip()).is_dir():
             folder = record.read_text().strip()
         elif (REPO_ROOT / "scripts" / "setup-delta.sh").is_file():

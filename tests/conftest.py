@@ -14,6 +14,9 @@ RECORDINGS = SHARED / "recordings"
 # the environment) works on small lakes: Spark's small-lake settings, as the demo's
 # (pipelines/spark.py). They change how fast, never what: the benchmarks run without them.
 os.environ.setdefault("REBALANCE_AUDIT_SPARK_PROFILE", "small-lake")
+# `sql` runs its queries in the test's own process: a warm server per test process would be
+# a third JVM beside the two workers'. tests/test_sql_server.py tests the server itself.
+os.environ.setdefault("REBALANCE_AUDIT_SQL_SERVER", "off")
 
 
 @pytest.fixture(scope="session")

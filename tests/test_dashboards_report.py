@@ -183,7 +183,21 @@ def test_group_page_in_browser(report, gold_lake, browser):
         latest = max(r.incarnation or 0 for r in assignors)
         n = sum(1 for r in assignors if (r.incarnation or 0) == latest and r.assignor != "actual")
         assert plots["whatif"]["traces"] == 3
-        assert _rows(browser, "whatif-table") == n + 1  # + what happened
+        assert _rows(browser, "whatif-table") == n + 1  # + the recorded history, modelled
+        # What switching would change, most stop-the-world time saved first, as the lake's
+        # what-if rows say (read here with Spark, not through the report's query).
+        rows_ = [r for r in rows("whatif_summary").collect() if (r.incarnation or 0) == latest
+                 and r.assignor not in ("actual", r.real_assignor)]
+
+        def saved_(a, b):
+            return 0.0 if a is None or b is None else float(a) - float(b)
+
+        saved = sorted(rows_, key=lambda r: (-saved_(r.actual_stw_partition_seconds, r.stw_partition_seconds),
+                                             -saved_(r.actual_dup_exposure_records, r.dup_exposure_records),
+                                             -saved_(r.actual_moved, r.moved), r.assignor))
+        ranking = browser.evaluate("Array.from(document.querySelectorAll('#whatif-ranking li')).map(li => li.textContent)")
+        assert [line.split(":")[0] for line in ranking] == [r.assignor for r in saved]
+        assert all(line.endswith("(modelled)") for line in ranking)
 
 
 def test_spark_and_python_agree_on_group_keys(spark):  # noqa: F811
@@ -219,7 +233,10 @@ def hostile_report(gold_lake, tmp_path_factory):
                 strings={"client_id": lambda c: F.lit(HOSTILE_CLIENT),
                          "member_id": lambda c: F.concat(F.lit(HOSTILE_MEMBER_PREFIX), c),
                          "trigger_member": lambda c: F.concat(F.lit(HOSTILE_MEMBER_PREFIX), c),
-                         "duration_ms": lambda c: F.lit(None).cast("long")})
+                         "duration_ms": lambda c: F.lit(None).cast("long"),
+                         # group_summary's figures of those durations: unknown too.
+                         "rebalancing_ms": lambda c: F.lit(None).cast("long"),
+                         "unconsumed_ms": lambda c: F.lit(None).cast("long")})
     out = tmp_path_factory.mktemp("hostile-report")
     stdout, stderr = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
@@ -453,3 +470,74 @@ def test_damaged_report_state_means_a_whole_rewrite(gold_lake, report, tmp_path)
         again = write_report(gold_lake, out, page_size=500)
         assert not again.unchanged and again.rewritten_groups is None
         assert again.groups == report.groups
+
+
+def _cards(b: Browser) -> dict[str, str]:
+    return b.evaluate("Object.fromEntries(Array.from(document.querySelectorAll('.card'))"
+                      ".map(c => [c.querySelector('.k').textContent, c.querySelector('.v').textContent]))")
+
+
+def _table(b: Browser, table_id: str) -> list[list[str]]:
+    return b.evaluate(f"Array.from(document.querySelectorAll('table#{table_id} tbody tr'))"
+                      ".map(r => Array.from(r.children).map(c => c.textContent))")
+
+
+def _shown(html: str) -> str:
+    """What a browser shows of a fragment the pages write (tags dropped)."""
+    return re.sub(r"<[^>]+>", "", html)
+
+
+def test_every_tile_agrees_with_its_table_and_with_sql(report, gold_lake, browser, capsys):
+    """On every group page of the recordings lake, each headline tile equals the table below
+    it on the same page (rows listed, records summed, never-completed episodes counted,
+    idle members told apart from transient ones), the group's row on the overview, and what
+    `rebalance-audit sql` answers from `group_summary`: one definition, one number."""
+    from dashboards.pages import fmt_duration, fmt_idle, fmt_int
+
+    capsys.readouterr()
+    assert main(["sql", "--lake", str(gold_lake.root), "--format", "json", "SELECT * FROM group_summary"]) == 0
+    summary = {(r["cluster"], r["group_id"]): r for r in map(json.loads, capsys.readouterr().out.splitlines())}
+    assert set(summary) == _groups(gold_lake)
+    browser.open(report.index)
+    overview = {row[1]: row for row in _table(browser, "groups")}  # by group id; cluster checked below
+    caps = Caps()
+    for (cluster, group), s in sorted(summary.items()):
+        where = (cluster, group)
+        o = overview[group] if overview[group][2] == cluster else next(
+            r for r in _table(browser, "groups") if r[1] == group and r[2] == cluster)
+        assert o[4:12] == [fmt_int(s["rebalances"]), fmt_int(s["incomplete_rebalances"]),
+                           _shown(fmt_duration(s["rebalancing_ms"], True)), fmt_int(s["duplicate_windows"]),
+                           fmt_int(s["records_at_risk"]), fmt_int(s["skip_windows"]),
+                           fmt_idle(s["idle_members"], s["transient_idle_members"]), fmt_int(s["storms"])], where
+        load = browser.open(report.out_dir / "groups" / page_name(cluster, group))
+        _assert_clean(load)
+        cards = _cards(browser)
+        assert cards["logical rebalances"] == fmt_int(s["rebalances"]), where
+        assert cards["time rebalancing"] == _shown(fmt_duration(s["rebalancing_ms"], True)), where
+        assert cards["partitions stood unconsumed"] == _shown(fmt_duration(s["unconsumed_ms"], True)), where
+
+        episodes = _table(browser, "episodes")
+        assert len(episodes) == min(s["episodes"], caps.episodes), where
+        never = sum(1 for r in episodes if r[2] == "never")
+        assert cards["never completed"] == fmt_int(s["incomplete_rebalances"]) == fmt_int(never), where
+
+        dups = _table(browser, "duplicates")
+        assert cards["duplicate windows"] == fmt_int(s["duplicate_windows"]) == fmt_int(len(dups)), where
+        at_risk = sum(max(0, int(r[8].replace(",", ""))) for r in dups)
+        assert cards["records at risk of re-processing"] == fmt_int(s["records_at_risk"]) == fmt_int(at_risk), where
+
+        idle = _table(browser, "idle")
+        lasting = {r[0] for r in idle if not r[6].endswith("(transient)")}
+        transient = {r[0] for r in idle if r[6].endswith("(transient)")} - lasting
+        assert len(idle) == s["idle_spans"], where
+        assert cards["idle members"] == fmt_idle(s["idle_members"], s["transient_idle_members"]) \
+            == fmt_idle(len(lasting), len(transient)), where
+
+        for label, table_id, column in (("skip windows", "skips", "skip_windows"), ("storms", "storms", "storms"),
+                                        ("commit anomalies", "anomalies", "commit_anomalies")):
+            assert cards[label] == fmt_int(s[column]) == fmt_int(len(_table(browser, table_id))), (where, label)
+    # Not vacuous: the recordings hold duplicates, idle members, storms and a crash's long stop.
+    assert sum(s["records_at_risk"] for s in summary.values()) > 0
+    assert sum(s["idle_members"] + s["transient_idle_members"] for s in summary.values()) > 0
+    assert sum(s["storms"] for s in summary.values()) > 0
+    assert max(s["unconsumed_ms"] or 0 for s in summary.values()) > 5_000

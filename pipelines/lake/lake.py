@@ -571,12 +571,16 @@ class Lake:
                     conf.unset("spark.databricks.delta.write.txnVersion")
         return self.version(name)
 
-    def register_views(self, spark=None) -> list[str]:
-        """Register every table as a Spark temp view by its name; returns the names."""
+    def register_views(self, spark=None, only: Iterable[str] | None = None) -> list[str]:
+        """Register every table (with `only`, those of its names that are tables) as a
+        Spark temp view by its name; returns the names."""
         spark = spark or self.spark
         if spark is not self._spark and self._spark is None:
             self._spark = spark
         names = self.tables()
+        if only is not None:
+            wanted = set(only)
+            names = [n for n in names if n in wanted]
         for name in names:
             self.read(name).createOrReplaceTempView(name)
         return names

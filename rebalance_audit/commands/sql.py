@@ -14,6 +14,7 @@ import csv
 import datetime as dt
 import decimal
 import json
+import re
 import sys
 
 from rebalance_audit.cli import UsageError, add_common_options
@@ -27,13 +28,22 @@ def register(subparsers) -> None:
         description="Run one Spark SQL query over the lake; every table is a view by its name.",
     )
     add_common_options(p)
-    p.add_argument("query", metavar="QUERY", help='the SQL text, e.g. "SELECT * FROM rebalance_episodes LIMIT 10"')
+    p.add_argument("query", metavar="QUERY", nargs="?",
+                   help='the SQL text, e.g. "SELECT * FROM rebalance_episodes LIMIT 10"')
     p.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output format (default table)")
     p.add_argument("--limit", type=int, default=None, metavar="N",
                    help="print at most N rows (default: all; the table format defaults to 1000)")
     p.add_argument("--escape", choices=("auto", "always", "never"), default="auto",
                    help="show control and bidi characters of values as escapes (\\x1b, \\u202e): "
                         "auto (default) when printing to a terminal")
+    p.add_argument("--local", action="store_true",
+                   help="run the query in a Spark of this process, not on the warm sql server (see below)")
+    p.add_argument("--stop-server", action="store_true",
+                   help="stop the warm sql server of this user and Spark master, and exit")
+    p.epilog = ("The first query starts a Spark Connect server in the background (127.0.0.1 only, a token per "
+                "user) and later queries reuse it: a second or two instead of a Spark start. It stops after "
+                "$REBALANCE_AUDIT_SQL_IDLE_S seconds without a query (default 1800), or with --stop-server; "
+                "REBALANCE_AUDIT_SQL_SERVER=off always runs queries in-process, as --local does.")
     p.set_defaults(func=run)
 
 
@@ -82,18 +92,34 @@ def run(args: argparse.Namespace) -> int:
     import os
 
     from pipelines.lake import Lake
-    from pipelines.spark import get_spark
+    from pipelines.spark import DEFAULT_MASTER, MASTER_ENV, get_spark
+    from rebalance_audit import sql_server
 
-    if not args.query.strip():
+    master = args.spark_master or os.environ.get(MASTER_ENV) or DEFAULT_MASTER
+    if args.stop_server:
+        print("sql server stopped" if sql_server.stop(master) else "no sql server was running", file=sys.stderr)
+        return 0
+    if not (args.query or "").strip():
         raise UsageError("empty query")
     lake_root = args.lake
     if "://" not in lake_root and not os.path.isdir(lake_root):
         raise UsageError(f"no lake at {lake_root} (run `rebalance-audit ingest ...` first, or pass --lake)")
-    spark = get_spark(args.spark_master)
+    if args.local or os.environ.get(sql_server.SERVER_ENV) == "off":
+        spark = get_spark(master)
+    else:
+        try:
+            spark = sql_server.connect(master)
+        except sql_server.SqlServerError as exc:
+            print(f"rebalance-audit sql: {exc}; running the query here instead", file=sys.stderr)
+            spark = get_spark(master)
     lake = Lake(lake_root, spark=spark)
-    lake.register_views(spark)
+    # Only the tables the query names: each view is a Delta snapshot to load, and a query
+    # reads a few of the lake's thirty tables. A table's name is an identifier, so it is
+    # in the text as a word (plain or in backticks) wherever the query reads it.
+    lake.register_views(spark, only=set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", args.query.lower())))
     try:
         df = spark.sql(args.query)
+        df.schema  # noqa: B018 (analysis errors surface here over Spark Connect)
     except Exception as exc:  # AnalysisException / ParseException: the user's query
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UsageError(f"query failed: {first}") from None
