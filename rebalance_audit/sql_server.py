@@ -30,6 +30,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pipelines.spark import cache_dir, spark_log_file
 
@@ -102,10 +103,23 @@ def connect(master: str):
     """A Spark Connect session on this user's server for `master`, started if none runs."""
     from pyspark.sql import SparkSession
 
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
     s = ensure(master)
-    _used_file(_state_file(master)).touch()
+    touch(master)
     os.environ["SPARK_CONNECT_AUTHENTICATE_TOKEN"] = s.token  # read by the client, not printed
-    return SparkSession.builder.remote(s.url()).getOrCreate()
+    session: Any = SparkSession  # pyspark types `builder` as a classproperty mypy cannot call
+    spark = session.builder.remote(s.url()).getOrCreate()
+    # A server on this machine answers at once or is gone: a few quick retries, not the
+    # default's ten minutes of backoff (which a client would also sit through at exit).
+    spark.client.set_retry_policies([DefaultPolicy(max_retries=4, max_backoff=2000)])
+    return spark
+
+
+def touch(master: str) -> None:
+    """A query ran: the server's idle clock starts again."""
+    with contextlib.suppress(OSError):
+        _used_file(_state_file(master)).touch()
 
 
 def ensure(master: str) -> Server:
@@ -188,8 +202,11 @@ def serve(master: str, port: int, state: Path) -> None:
         json.dump({"pid": os.getpid(), "port": port, "token": token, "master": master}, f)
     os.replace(tmp, state)
     idle = float(os.environ.get(IDLE_ENV) or DEFAULT_IDLE_S)
+    tracker = spark.sparkContext.statusTracker()
     try:
         while not stopping:
+            if tracker.getActiveJobsIds():
+                used.touch()  # a query is running: not idle, however long it takes
             with contextlib.suppress(OSError):
                 if time.time() - used.stat().st_mtime > idle:
                     break

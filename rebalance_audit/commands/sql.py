@@ -91,7 +91,6 @@ def _escaping(mode: str, out) -> bool:
 def run(args: argparse.Namespace) -> int:
     import os
 
-    from pipelines.lake import Lake
     from pipelines.spark import DEFAULT_MASTER, MASTER_ENV, get_spark
     from rebalance_audit import sql_server
 
@@ -104,14 +103,25 @@ def run(args: argparse.Namespace) -> int:
     lake_root = args.lake
     if "://" not in lake_root and not os.path.isdir(lake_root):
         raise UsageError(f"no lake at {lake_root} (run `rebalance-audit ingest ...` first, or pass --lake)")
-    if args.local or os.environ.get(sql_server.SERVER_ENV) == "off":
+    local = args.local or os.environ.get(sql_server.SERVER_ENV) == "off"
+    if local:
         spark = get_spark(master)
     else:
         try:
             spark = sql_server.connect(master)
         except sql_server.SqlServerError as exc:
             print(f"rebalance-audit sql: {exc}; running the query here instead", file=sys.stderr)
-            spark = get_spark(master)
+            spark, local = get_spark(master), True
+    try:
+        return _query(args, spark, lake_root)
+    finally:
+        if not local:
+            sql_server.touch(master)
+
+
+def _query(args: argparse.Namespace, spark, lake_root: str) -> int:
+    from pipelines.lake import Lake
+
     lake = Lake(lake_root, spark=spark)
     # Only the tables the query names: each view is a Delta snapshot to load, and a query
     # reads a few of the lake's thirty tables. A table's name is an identifier, so it is
