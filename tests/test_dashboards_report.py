@@ -499,12 +499,11 @@ def test_every_tile_agrees_with_its_table_and_with_sql(report, gold_lake, browse
     summary = {(r["cluster"], r["group_id"]): r for r in map(json.loads, capsys.readouterr().out.splitlines())}
     assert set(summary) == _groups(gold_lake)
     browser.open(report.index)
-    overview = {row[1]: row for row in _table(browser, "groups")}  # by group id; cluster checked below
+    overview = {(row[2], row[1]): row for row in _table(browser, "groups")}  # (cluster, group id)
     caps = Caps()
     for (cluster, group), s in sorted(summary.items()):
         where = (cluster, group)
-        o = overview[group] if overview[group][2] == cluster else next(
-            r for r in _table(browser, "groups") if r[1] == group and r[2] == cluster)
+        o = overview[(cluster, group)]
         assert o[4:12] == [fmt_int(s["rebalances"]), fmt_int(s["incomplete_rebalances"]),
                            _shown(fmt_duration(s["rebalancing_ms"], True)), fmt_int(s["duplicate_windows"]),
                            fmt_int(s["records_at_risk"]), fmt_int(s["skip_windows"]),
