@@ -63,7 +63,8 @@ def _quarantine_rate(q: DataFrame, ctx: Context) -> DataFrame | None:
     for name in ("offsets_records", "coordinator_log_lines"):
         for cluster, n in _rows_per_cluster(ctx.lake, name).items():
             inputs[cluster] = inputs.get(cluster, 0) + n
-    total = q.sparkSession.createDataFrame([(c, n) for c, n in inputs.items()] or [(None, 0)],
+    rows: list[tuple[str | None, int]] = [(c, n) for c, n in inputs.items()] or [(None, 0)]
+    total = q.sparkSession.createDataFrame(rows,
                                            "cluster string, inputs long")
     bad = q.groupBy("cluster").agg(F.count(F.lit(1)).alias("quarantined")) \
         .join(total, "cluster", "left") \

@@ -40,7 +40,7 @@ class ExpectationOutcome:
     success: bool
     violations: int                              # exact, from Spark (0 when not evaluated)
     failing_keys: list[dict] = field(default_factory=list)  # sample, from the GE result
-    by_cluster: dict[str, int] = field(default_factory=dict)
+    by_cluster: dict[str | None, int] = field(default_factory=dict)  # None: no cluster (a schema problem)
     evaluated: bool = True
     note: str | None = None                      # why it was not evaluated, or a schema problem
 

@@ -131,6 +131,7 @@ def fused_row_violations(t: DataFrame, invariants: list[Invariant]) -> DataFrame
     """Every row-level invariant of `invariants` in one pass over `t`: (cluster, key, detail, invariant)."""
     hits = []
     for inv in invariants:
+        assert inv.row is not None, inv.name  # the engine passes row-level invariants only
         cond, key, detail = inv.row()
         hits.append(F.when(cond, F.struct(
             F.lit(inv.name).alias("invariant"),

@@ -98,7 +98,7 @@ class LineFormatter:
     def unload(self, ms: int, partitions: list[int], groups: dict[int, list[tuple[str, str, int]]]) -> list[str]:
         """Resigning leadership at shutdown: partitions unloaded, each group with its generation
         (classic) or epoch (consumer). `groups`: partition -> [(group, "classic"|"consumer", n)]."""
-        out = []
+        out: list[str] = []
         if self.legacy:
             return out
         if self.java:

@@ -46,8 +46,12 @@ class StandaloneCluster:
         self.cores = cores
         self.memory = memory
         self.start_timeout = start_timeout
-        self._tmp = None if workdir else tempfile.TemporaryDirectory(prefix="spark-standalone-")
-        self.workdir = Path(workdir or self._tmp.name)
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        if workdir:
+            self.workdir = Path(workdir)
+        else:
+            self._tmp = tempfile.TemporaryDirectory(prefix="spark-standalone-")
+            self.workdir = Path(self._tmp.name)
         self.port = _free_port()
         self.master_url = f"spark://127.0.0.1:{self.port}"
         self._procs: list[subprocess.Popen] = []

@@ -65,6 +65,19 @@ def test_recording_decodes_cleanly():
     assert "821 records, 0 empty batches, 0 errors in 3 segment files" in err
 
 
+def test_a_partition_folder_named_from_inside_it():
+    """`decode .` in a partition folder (or through a symlink to one) reads that partition,
+    as naming the folder does."""
+    folder = RECORDINGS / "crash_autocommit" / "offsets_segments" / "__consumer_offsets-2"
+    proc = subprocess.run([CLI, "decode", "."], cwd=folder, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    rc, named, _ = decode(folder)
+    here = [json.loads(line) for line in proc.stdout.splitlines()]
+    # The same records; each names its file as it was given ("./…" against the full path).
+    assert rc == 0 and named and [(folder / r.pop("file")).resolve() for r in here] == \
+        [Path(r.pop("file")).resolve() for r in named] and here == named
+
+
 def test_truncated_batch(tmp_path):
     data = good_batch(0) + good_batch(3)
     path = write_segment(tmp_path, data[: len(data) - 10])

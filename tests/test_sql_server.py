@@ -24,6 +24,7 @@ from rebalance_audit import sql_server
 
 REPO = Path(__file__).resolve().parents[1]
 MASTER = "local[1]"
+CLI = str(Path(sys.executable).parent / "rebalance-audit")  # the console script, as users run it
 GROUPS = ["g-a", "g-b\u202e", "g-c"]
 
 
@@ -34,13 +35,13 @@ def _env(**extra) -> dict:
 
 
 def _sql(lake: Path, query: str, *more: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rebalance_audit.cli", "sql", "--lake", str(lake),
+    return subprocess.run([CLI, "sql", "--lake", str(lake),
                            "--spark-master", MASTER, "--format", "json", *more, query],
                           capture_output=True, text=True, env=env or _env(), timeout=600, cwd=REPO)
 
 
 def _stop():
-    subprocess.run([sys.executable, "-m", "rebalance_audit.cli", "sql", "--spark-master", MASTER, "--stop-server"],
+    subprocess.run([CLI, "sql", "--spark-master", MASTER, "--stop-server"],
                    capture_output=True, env=_env(), timeout=120, cwd=REPO)
 
 
@@ -110,7 +111,7 @@ def test_only_its_owner_can_use_the_server(lake):
 def test_the_server_stops_when_told_and_when_idle(lake):
     assert _sql(lake, "SELECT 1 AS one").returncode == 0
     pid = sql_server._read(sql_server._state_file(MASTER)).pid
-    stopped = subprocess.run([sys.executable, "-m", "rebalance_audit.cli", "sql", "--spark-master", MASTER, "--stop-server"],
+    stopped = subprocess.run([CLI, "sql", "--spark-master", MASTER, "--stop-server"],
                              capture_output=True, text=True, env=_env(), timeout=120, cwd=REPO)
     assert stopped.returncode == 0 and "stopped" in stopped.stderr
     assert not Path(f"/proc/{pid}").exists() and not sql_server._state_file(MASTER).exists()

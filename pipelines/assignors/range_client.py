@@ -28,6 +28,7 @@ class _TopicState:
         self.base = n // c if c else 0
         self.extra = n % c if c else 0
         all_consumer_racks = {consumer_racks[x] for x in self.consumers if x in consumer_racks}
+        self.racks: list[frozenset[str]] | None
         if all_consumer_racks:
             self.racks = partition_rack_sets(problem, topic, n)
         else:

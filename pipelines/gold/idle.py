@@ -54,8 +54,8 @@ def _classic(inputs: GoldInputs, snaps: DataFrame) -> DataFrame:
 
 
 def _consumer(inputs: GoldInputs) -> DataFrame | None:
-    if inputs.current_assignments is None:
-        return None
+    if inputs.current_assignments is None or inputs.consumer_group_members is None:
+        return None  # no KIP-848 group in the lake (silver writes both tables together)
     r = member_records(inputs).where(~F.col("is_deletion") & (F.col("n_assigned") == 0))
     parts = inputs.current_assignments.where(F.col("partition").isNotNull()).select("cluster", "group_id", "topic_id", "partition") \
         .distinct().groupBy("cluster", "group_id").agg(F.count("*").alias("group_parts"))

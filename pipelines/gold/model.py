@@ -28,10 +28,6 @@ class GoldInputs:
     # settings the records do not hold, per cluster (see settings.py); missing → GoldParams' defaults.
     cluster_settings: DataFrame | None = None
 
-    def pinned(self, pin) -> "GoldInputs":
-        """A copy with every given DataFrame passed through `pin` (e.g. materialized once)."""
-        return GoldInputs(**{k: (None if v is None else pin(v)) for k, v in vars(self).items()})
-
 
 def _param(default, description: str):
     """A GoldParams field: its default and what it means, read by the Dagster run config

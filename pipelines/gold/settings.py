@@ -55,7 +55,7 @@ def _ms(name: str, value) -> int | None:
 def from_broker_configs(cluster: str, configs: Mapping[str, str]) -> dict:
     """One `cluster_settings` row from broker settings as `key -> value` (the configuration a
     broker prints in server.log at start-up); settings it does not name are null."""
-    row = {"cluster": cluster}
+    row: dict[str, str | int | None] = {"cluster": cluster}
     for col, (_, prop) in SETTINGS.items():
         row[col] = _ms(prop, configs.get(prop)) if prop else None
     return row

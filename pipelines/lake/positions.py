@@ -83,7 +83,7 @@ class Ledger:
                   self._last.get(positions.writer, -1) + 1)
         now = time.time_ns() // 1000
         # An empty map is still one row (key null): a run must be findable to be trusted.
-        keys = sorted(positions.values) or [None]
+        keys: list[str | None] = [*sorted(positions.values)] or [None]
         rows = pa.table({
             "writer": pa.array([positions.writer] * len(keys), pa.string()),
             "run": pa.array([run] * len(keys), pa.int64()),

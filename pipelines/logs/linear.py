@@ -29,6 +29,7 @@ import array
 import functools
 import re
 import sys
+from typing import Any
 
 import re2
 
@@ -163,7 +164,7 @@ class LinearPattern:
     def __init__(self, pattern: str, flags: int = 0):
         self.pattern = pattern
         self.flags = flags
-        self._re2 = None
+        self._re2: Any = None  # re2._re2.RE2 once compiled (no type stubs)
 
     def _compile(self) -> None:
         compiled = re2._re2.RE2(translate(self.pattern, self.flags).encode("utf-8"), re2.Options())

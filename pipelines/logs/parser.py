@@ -5,6 +5,7 @@ import re
 
 from .fields import EVENT_FIELDS, FIELD_TYPES, typed_int
 from .formats import FORMATS, Format
+from .linear import LinearMatch
 from .reader import LogEntry
 
 __all__ = ["parse_entry", "strip_prefix", "unrecognized_record", "error_record"]
@@ -54,7 +55,7 @@ def _base(entry: LogEntry) -> dict:
     return rec
 
 
-def _match(body: str) -> tuple[Format, re.Match] | None:
+def _match(body: str) -> tuple[Format, LinearMatch] | None:
     for fmt in FORMATS:
         if fmt.needle in body:
             m = fmt.regex.match(body)

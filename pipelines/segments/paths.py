@@ -61,7 +61,10 @@ def _base_offset(name: str) -> int | None:
 
 
 def _segments_in_partition_dir(folder: Path, broker: str | None) -> list[SegmentFile]:
-    partition = int(PARTITION_DIR.match(folder.name).group(1))
+    # Resolved: a partition folder given as "." or through a symlink is named by its target.
+    name = PARTITION_DIR.match(folder.resolve().name)
+    assert name is not None, folder  # callers pass only folders whose resolved name matched
+    partition = int(name.group(1))
     out = []
     for entry in os.scandir(folder):
         base = _base_offset(entry.name)

@@ -6,7 +6,7 @@ executors with the codec; nothing is collected to the driver.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, Window
@@ -112,7 +112,7 @@ def decode_increment(bronze: DataFrame, kafka_version: str | None = None) -> Dat
     rows = data_records(bronze)
     columns = [*BRONZE_COLUMNS, "record_type"]
 
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             out: list[dict] = []
             for row in batch.to_pylist():

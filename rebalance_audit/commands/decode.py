@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
 
     jobs = args.jobs or _default_jobs(segments)
     progress = sys.stderr.isatty()
-    totals = Counter()
+    totals: Counter[str] = Counter()
     decoded = _decode_in_parallel(segments, args.kafka_version, jobs) if jobs > 1 and len(segments) > 1 \
         else (_decode_here(seg, args.kafka_version) for seg in segments)
     for i, (seg, counts) in enumerate(decoded, 1):
