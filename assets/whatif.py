@@ -5,6 +5,8 @@ Thin: the run replays only the groups whose silver history changed since the las
 of them the first time, or when the assignor list changes) and replaces their rows.
 """
 
+from typing import Any
+
 from dagster import AssetSpec, Config, MetadataValue, multi_asset
 from pydantic import Field
 
@@ -44,7 +46,7 @@ def whatif_tables(config: WhatifConfig, lake: LakeResource, spark: SparkResource
             yield table_result(target, name, 0)
         return
     run = update(target, config.assignors, full=config.full_rebuild)
-    extra = {"whatif_run": run.mode}
+    extra: dict[str, Any] = {"whatif_run": run.mode}
     if run.groups is not None:
         extra["groups_replayed"] = MetadataValue.int(run.groups)
     if run.clusters_replayed_whole:

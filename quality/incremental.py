@@ -35,9 +35,13 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import reduce
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 from .model import Invariant, Suite
 
@@ -109,10 +113,10 @@ class TableScan:
     since: int | None = None        # the version the incremental check starts from
     reads: dict[str, int] = field(default_factory=dict)   # other tables' versions (-1: absent)
     columns: tuple[str, ...] = ()   # the table's columns (from the Delta log)
-    load: object | None = None      # () -> the table at `version` as a Spark DataFrame
-    added: object | None = None     # rows of the files added since `since`
-    removed: object | None = None   # rows of the files removed since `since`
-    changed_reads: dict[str, object] = field(default_factory=dict)  # other table -> its new rows
+    load: Callable[[], DataFrame] | None = None  # () -> the table at `version` as a Spark DataFrame
+    added: DataFrame | None = None     # rows of the files added since `since`
+    removed: DataFrame | None = None   # rows of the files removed since `since`
+    changed_reads: dict[str, DataFrame] = field(default_factory=dict)  # other table -> its new rows
     clusters: set | None = None     # clusters with changed rows (own table and changed reads)
     # None of `clusters` had rows in the table when it was last checked (a new cluster): a
     # scope holding the cluster is then judged on those clusters' rows alone, no key join.

@@ -170,8 +170,8 @@ def _with_logs(inputs: GoldInputs, eps: DataFrame) -> DataFrame:
 
 
 def _consumer(inputs: GoldInputs) -> DataFrame | None:
-    if inputs.consumer_group_epochs is None or inputs.current_assignments is None:
-        return None
+    if inputs.consumer_group_epochs is None or inputs.current_assignments is None or inputs.target_assignments is None:
+        return None  # no KIP-848 group in the lake (silver writes these tables together)
     e = inputs.consumer_group_epochs.where(~F.col("is_deletion"))
     w = Window.partitionBy("cluster", "group_id").orderBy("log_offset")
     e = e.withColumn("prev_epoch", F.lag("epoch").over(w)).where(F.col("epoch") > F.coalesce("prev_epoch", F.lit(0)))

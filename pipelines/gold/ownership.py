@@ -95,6 +95,7 @@ def topic_names(inputs: GoldInputs) -> DataFrame | None:
 def member_records(inputs: GoldInputs) -> DataFrame:
     """KIP-848: one row per CurrentMemberAssignment record (type 8), with the member's next record."""
     ca = inputs.current_assignments
+    assert ca is not None  # callers ask only when the lake holds KIP-848 groups
     recs = ca.groupBy("cluster", "group_id", "member_id", "coordinator_partition", "log_offset").agg(
         F.first("record_ts").alias("record_ts"), F.first("is_deletion").alias("is_deletion"),
         F.first("member_epoch").alias("member_epoch"), F.first("state").alias("state"),
@@ -109,6 +110,7 @@ def member_records(inputs: GoldInputs) -> DataFrame:
 
 
 def _member_metadata(inputs: GoldInputs) -> DataFrame:
+    assert inputs.consumer_group_members is not None  # written with current_assignments
     m = inputs.consumer_group_members.where(~F.col("is_deletion"))
     return m.groupBy("cluster", "group_id", "member_id").agg(
         F.max_by("instance_id", "log_offset").alias("group_instance_id"),

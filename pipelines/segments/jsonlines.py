@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import json
+from typing import Any
 
 import orjson
 
@@ -25,7 +26,7 @@ from .model import SegmentBatch, SegmentError, SegmentRecord
 
 def record_facts(rec: SegmentRecord) -> dict:
     b = rec.batch
-    out = {
+    out: dict[str, Any] = {
         "broker": b.broker,
         "partition": b.partition,
         "offset": rec.offset,
@@ -141,7 +142,7 @@ class LineEncoder:
         self._decode_value = decode_value
         self._codec_error = CodecError
         self._keys: dict[bytes, tuple[int, str]] = {}
-        self._batch = None
+        self._batch: SegmentBatch | None = None
         self._head = self._mid = self._producer = self._tail = ""
 
     def _remember(self, b: SegmentBatch) -> None:

@@ -105,8 +105,8 @@ def _consumer(rows_by_src: dict[str, list[dict]], has_current: bool, topic_count
     for c in rows_by_src.get("ca", []):
         if c["ts_us"] is not None:
             done[c["gen"]] = max(done.get(c["gen"], c["ts_us"]), c["ts_us"])
-    parts = defaultdict(list)  # (epoch record, member) → its target partitions
-    epoch_members = {}
+    parts: defaultdict[tuple, list] = defaultdict(list)  # (epoch record, member) → its target partitions
+    epoch_members: dict = {}
     for t in targets:
         parts[(t["cp"], t["gen"], t["off"], t["ts_us"], t["member_id"])].append(t)
         epoch_members[(t["cp"], t["gen"], t["off"], t["ts_us"], t["member_id"])] = None
@@ -149,7 +149,7 @@ def _consumer(rows_by_src: dict[str, list[dict]], has_current: bool, topic_count
                 "instance_id": rec["instance_id"] if rec else None, "client_id": rec["client_id"] if rec else None,
                 "topics": rec["topics"] if rec else None, "duration_ms": dur, "duration_source": src,
                 "topic_counts": topic_counts}
-        ps = parts.get((cp, epoch, off, ts, mid)) or [None]
+        ps = parts.get((cp, epoch, off, ts, mid)) or [None]  # no partitions: one row, partition null
         for p in ps:
             out.append({**base, "topic": p["topic"] if p else None, "partition": p["partition"] if p else None})
     return out
