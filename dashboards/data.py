@@ -253,7 +253,7 @@ DETAIL = {
                 ("incarnation", "protocol_kind", "protocol", "from_generation", "to_generation", "started_at",
                  "started_after_ts", "joined_at", "completed_at", "duration_ms", "trigger", "trigger_member", "reason",
                  "members_before", "members_after", "partitions_moved", "partitions_revoked", "logical_rebalance_id",
-                 "phase", "empty_transition", "start_source", "unconsumed_ms"),
+                 "phase", "empty_transition", "start_source", "unconsumed_ms", "lag_at_start", "lag_sampled_at"),
                 "started_at", ("started_at",), "episodes"),
     "interval": ("ownership_intervals",
                  ("incarnation", "topic", "partition", "member_id", "group_instance_id", "client_id", "client_host",

@@ -187,20 +187,30 @@ def _episodes(g: GroupData, missing) -> str:
         else:
             out.append(_shown(rows, g.stats.get("generations"), "episodes"))
             headers = [("generation", False), ("started", False), ("completed", False), ("duration", True),
-                       ("unconsumed", True), ("trigger", False), ("member", False), ("reason", False), ("members", True),
-                       ("moved", True), ("revoked", True)]
+                       ("unconsumed", True), ("lag at start", True), ("trigger", False), ("member", False),
+                       ("reason", False), ("members", True), ("moved", True), ("revoked", True)]
             out.append(table("episodes", headers, [[
                 f"{_cell(r.get('from_generation'))} → {_cell(r.get('to_generation'))}",
                 fmt_ts(r.get("started_at")),
                 fmt_ts(r.get("completed_at")) if r.get("completed_at") is not None else "<b>never</b>",
                 "—" if r.get("duration_ms") is None else fmt_duration(r["duration_ms"]),
                 "—" if r.get("unconsumed_ms") is None else fmt_duration(r["unconsumed_ms"]),
+                _lag_at_start(r),
                 _cell(r.get("trigger")), _cell(r.get("trigger_member")), _cell(r.get("reason")),
                 f"{_num(r.get('members_before'))} → {_num(r.get('members_after'))}",
                 _num(r.get("partitions_moved")), _num(r.get("partitions_revoked")),
             ] for r in rows]))
     out.append("</section>")
     return "".join(out)
+
+
+def _lag_at_start(r: dict) -> str:
+    """The group's lag when the rebalance started, and how long before it that sample was
+    taken (live ingestions sample the log ends once per run)."""
+    if r.get("lag_at_start") is None:
+        return "—"
+    return (f"{_num(r['lag_at_start'])} "
+            f'<span class="note">({fmt_duration(r["started_at"] - r["lag_sampled_at"])} before)</span>')
 
 
 # (what-if column, its column for the recorded history, what one unit less is called)

@@ -535,6 +535,41 @@ def test_consumer_lag_at_every_sample_is_the_log_end_minus_the_acknowledged_comm
     assert set(got) >= set(truth) and all(v is not None for v in got.values())
 
 
+def test_each_rebalance_carries_the_groups_lag_at_its_latest_sample_before_it(segments_lake, gold, spark):  # noqa: F811
+    """`lag_at_start`: the lag of the group's partitions summed at the latest sample taken
+    at or before the rebalance started, from the recordings' own producer and consumers."""
+    from pipelines.gold import GoldInputs
+    from pipelines.gold.lag import build_consumer_lag, with_lag_at_start
+
+    samples, truth = [], {}
+    for scenario in LAG_SCENARIOS:
+        s, t = _lag_samples_and_truth(scenario)
+        samples += s
+        truth.update(t)
+    ends = spark.createDataFrame(samples, "cluster string, topic string, partition int, start_offset long, "
+                                          "end_offset long, sampled_at timestamp")
+    inputs = runner.read_inputs(segments_lake)
+    lag = build_consumer_lag(GoldInputs(**{**vars(inputs), "partition_end_offsets": ends}))
+    eps = segments_lake.read("rebalance_episodes").where(F.col("cluster").isin(LAG_SCENARIOS))
+    got = with_lag_at_start(eps, lag).collect()
+    assert len(got) == eps.count()
+    times: dict = {}
+    for cluster, *_, at in samples:
+        times.setdefault(cluster, set()).add(at)
+    checked = nonzero = 0
+    for e in got:
+        before = [t for t in times[e["cluster"]] if e["started_at"] is not None and t <= e["started_at"]]
+        at = max(before, default=None)
+        parts = [v for (c, g, _, _, t), v in truth.items() if (c, g, t) == (e["cluster"], e["group_id"], at)]
+        if not parts:
+            assert e["lag_at_start"] is None and e["lag_sampled_at"] is None, e
+            continue
+        assert (e["lag_at_start"], e["lag_sampled_at"]) == (sum(parts), at), (e["cluster"], e["group_id"], e["started_at"])
+        checked += 1
+        nonzero += e["lag_at_start"] > 0
+    assert checked >= 20 and nonzero, (checked, nonzero)
+
+
 # ----------------------------------------------------------------------------- unconsumed time
 def processing_gaps(scenario: str, group: str, min_ms: int = 300) -> list[tuple[int, int]]:
     """Every stretch longer than `min_ms` in which a partition of `group` was processed by

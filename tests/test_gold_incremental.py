@@ -217,6 +217,17 @@ def test_weekly_maintenance_changes_no_row_and_leaves_the_next_run_nothing_to_do
     assert snapshot(lake) == before
 
 
+def test_a_gold_of_another_format_is_rebuilt_whole(runs, monkeypatch):
+    # A lake written before gold's columns changed (e.g. before episodes had unconsumed_ms):
+    # an incremental run would fill the new columns only for the groups with new input.
+    lake = runs["lake"]
+    assert gold_plan.plan(lake, runner.GOLD_TABLES, PARAMS, None).mode == "none"
+    monkeypatch.setattr(gold_plan, "FORMAT", gold_plan.FORMAT + 1)
+    p = gold_plan.plan(lake, runner.GOLD_TABLES, PARAMS, None)
+    assert p.mode == "full" and "format" in p.reason, p.reason
+    assert p.positions[gold_plan.FORMAT_ID] == gold_plan.FORMAT
+
+
 def test_changed_params_rebuild_everything(runs):
     lake = runs["lake"]
     other = GoldParams(storm_min_rebalances=3, storm_window_minutes=1.0)

@@ -35,7 +35,10 @@ def build_all(inputs: GoldInputs, params: GoldParams | None = None) -> dict:
     attributed = _pin(ownership.build_commit_attribution(inputs, holdings))
     # Each handover's old owner's stop: the duplicate windows and the episodes' unconsumed time.
     handed = _pin(duplicates.handover_estimates(inputs, holdings, attributed, params))
-    eps = _pin(episodes.with_unconsumed(episodes.build_rebalance_episodes(inputs, snaps, params), handed))
+    # Lag: a table of its own, and each episode's lag when it started.
+    lags = _pin(lag.build_consumer_lag(inputs))
+    eps = _pin(lag.with_lag_at_start(
+        episodes.with_unconsumed(episodes.build_rebalance_episodes(inputs, snaps, params), handed), lags))
     out = {
         "ownership_intervals": holdings,
         "commit_attribution": attributed,
@@ -48,7 +51,7 @@ def build_all(inputs: GoldInputs, params: GoldParams | None = None) -> dict:
             eps, params, storms.membership_identities(inputs.member_assignments, inputs.consumer_group_members),
             holdings),
         "coverage_gaps": coverage.build_coverage_gaps(inputs),
-        "consumer_lag": lag.build_consumer_lag(inputs),
+        "consumer_lag": lags,
     }
     return out
 

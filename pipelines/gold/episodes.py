@@ -25,7 +25,8 @@ COLUMNS = [
     "cluster", "group_id", "incarnation", "protocol_kind", "protocol", "from_generation", "to_generation",
     "started_at", "started_after_ts", "joined_at", "completed_at", "duration_ms", "trigger", "trigger_member",
     "reason", "members_before", "members_after", "partitions_moved", "partitions_revoked",
-    "logical_rebalance_id", "phase", "empty_transition", "start_source", "unconsumed_ms",
+    "logical_rebalance_id", "phase", "empty_transition", "start_source", "unconsumed_ms", "lag_at_start",
+    "lag_sampled_at",
 ]
 
 # How far a logged rebalance start may lie after the record completing it (clock skew).

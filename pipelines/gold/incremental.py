@@ -5,7 +5,8 @@ same commit as its rows):
 
 * `gold:<input>` = the Delta version of each input table the run read;
 * `gold:params` = a fingerprint (crc32) of the GoldParams and any per-run cluster settings;
-* `gold:cluster_settings` = the version of the `cluster_settings` table (-1: none).
+* `gold:cluster_settings` = the version of the `cluster_settings` table (-1: none);
+* `gold:format` = FORMAT, the version of gold's columns and their meaning.
 
 A run compares them with the lake. Gold is recomputed per consumer group: a group's rows
 in every gold table depend only on that group's silver history, except for the few
@@ -35,7 +36,7 @@ none of these: all its rows are new, so the groups of its new rows are all its g
 gold has no rows of it. The rules above look only at the clusters gold has seen.
 
 A full rebuild (every table overwritten) happens when: a gold table is missing or has no
-positions, an input table appeared since, the parameters' fingerprint changed, the `cluster_settings` version changed, an
+positions, it was written by a gold of another FORMAT, an input table appeared since, the parameters' fingerprint changed, the `cluster_settings` version changed, an
 input's version went backwards, or an input was not only appended to (rows removed:
 overwrite, delete, MERGE). A compaction (`OPTIMIZE`, dataChange false) of rows gold had
 read is no change: versions that moved by compactions alone leave nothing to do.
@@ -54,6 +55,12 @@ WRITER = "gold"  # the writer of gold's positions (pipelines/lake/positions.py)
 PREFIX = "gold:"
 PARAMS_ID = PREFIX + "params"
 SETTINGS_ID = PREFIX + "cluster_settings"
+FORMAT_ID = PREFIX + "format"
+# Raise when a gold table gains a column or a column's meaning changes: a lake written by
+# an older gold is then rebuilt whole on its next run. An incremental run recomputes only
+# the groups with new input, and would leave the others' new column null or their old
+# figures standing. 2: rebalance_episodes' unconsumed_ms, lag_at_start and lag_sampled_at.
+FORMAT = 2
 KEY = ["cluster", "group_id"]
 
 # Silver tables keyed by (cluster, group_id): new rows touch their groups. The KIP-848
@@ -95,6 +102,7 @@ def plan(lake, gold_tables: Iterable[str], params: GoldParams, cluster_settings:
     positions = {PREFIX + t: v for t, v in versions.items()}
     positions[PARAMS_ID] = fp
     positions[SETTINGS_ID] = cs_version
+    positions[FORMAT_ID] = FORMAT
     p = Plan("full", "", versions, {}, positions)
     recorded = []
     for name in gold_tables:
@@ -104,6 +112,9 @@ def plan(lake, gold_tables: Iterable[str], params: GoldParams, cluster_settings:
         got = lake.positions(name, WRITER)
         if PARAMS_ID not in got:
             p.reason = f"gold table {name} has no positions"
+            return p
+        if got.get(FORMAT_ID) != FORMAT:
+            p.reason = f"gold table {name} was written by another gold format ({got.get(FORMAT_ID)}, now {FORMAT})"
             return p
         if got[PARAMS_ID] != fp:
             p.reason = "gold parameters changed"

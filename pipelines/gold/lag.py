@@ -64,3 +64,37 @@ def build_consumer_lag(inputs: GoldInputs) -> DataFrame:
         committed.alias("committed_offset"), F.col("_in_force.at").alias("committed_at"),
         (F.col("end_offset") - committed).alias("lag"),
     )
+
+
+def with_lag_at_start(eps: DataFrame, lag: DataFrame) -> DataFrame:
+    """`eps` (rebalance_episodes) with the group's lag when each rebalance started.
+
+    `lag_at_start`: the sum over the group's partitions of each one's latest `consumer_lag`
+    row sampled at or before `started_at` (a partition whose commit was deleted counts 0);
+    `lag_sampled_at`: the latest of those samples, so a reader sees how old the figure is
+    (samples come from live ingestions, one per run: every 15 minutes on the default
+    schedule). Null when no sample precedes the start, or the start is unknown.
+
+    One sort per group, not a join of episodes with samples: each sample row carries the
+    change of its partition's lag since that partition's previous sample, so the running
+    sum of the changes in time order is the group's lag after every sample, and an
+    episode placed in that order reads it.
+    """
+    eps = eps.drop("lag_at_start", "lag_sampled_at")  # recomputed if present
+    group = ["cluster", "group_id"]
+    by_partition = Window.partitionBy(*KEY).orderBy("sampled_at")
+    changes = lag.select(
+        *group, F.col("sampled_at").alias("_t"), F.lit(0).alias("_kind"),
+        (F.coalesce(F.col("lag"), F.lit(0)) - F.coalesce(F.lag("lag").over(by_partition), F.lit(0))).alias("_change"),
+    )
+    starts = eps.select("*", F.col("started_at").alias("_t"), F.lit(1).alias("_kind"),
+                        F.lit(None).cast("long").alias("_change"))
+    # A sample taken in the same microsecond as the start counts (at or before).
+    so_far = Window.partitionBy(*group).orderBy(F.col("_t").asc_nulls_first(), "_kind") \
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    last_sample = F.max(F.when(F.col("_kind") == 0, F.col("_t"))).over(so_far)
+    known = F.col("started_at").isNotNull() & last_sample.isNotNull()
+    placed = starts.unionByName(changes, allowMissingColumns=True).select(
+        "*", F.when(known, F.sum("_change").over(so_far)).alias("lag_at_start"),
+        F.when(known, last_sample).alias("lag_sampled_at"))
+    return placed.where(F.col("_kind") == 1).select(*eps.columns, "lag_at_start", "lag_sampled_at")
