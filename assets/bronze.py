@@ -44,6 +44,16 @@ def _merged(configured: list[str], extra: list[str]) -> list[str]:
     return list(dict.fromkeys([*configured, *extra]))
 
 
+def _warn_identity(context: AssetExecutionContext, summary) -> None:
+    """The configured cluster name disagrees with the cluster the data came from (the lake
+    knows it under another name, or the name stands for another cluster): the rows are
+    loaded as configured, and the conflict is said (pipelines/ingest/identity.py)."""
+    for warning in summary.extra.get("identity_warnings", []):
+        context.log.warning(warning)
+    if summary.extra.get("identity_failed"):
+        context.log.warning(f"the brokers did not say which cluster they are: {summary.extra['identity_failed']}")
+
+
 @multi_asset(specs=BRONZE_SPECS, name="bronze_ingest", description="Ingest live Kafka, segment files and server.log files into bronze.")
 def bronze_ingest(context: AssetExecutionContext, config: IngestConfig, lake: LakeResource,
                   kafka: KafkaResource, sources: SourcesResource):
@@ -65,6 +75,7 @@ def bronze_ingest(context: AssetExecutionContext, config: IngestConfig, lake: La
         written["partition_end_offsets"] += int(s.extra.get("end_offsets_sampled", 0))
         written["topic_metadata"] += int(s.extra.get("topic_ids_sampled", 0))
         ran.append("kafka")
+        _warn_identity(context, s)
         context.log.info(f"kafka: {s.seen} records read, {s.inserted} new, caught up: {s.extra.get('caught_up')}")
 
     segment_paths = _merged(sources.segment_paths, config.segment_paths)
@@ -73,6 +84,7 @@ def bronze_ingest(context: AssetExecutionContext, config: IngestConfig, lake: La
         written["offsets_records"] += s.inserted
         written["quarantine"] += s.quarantined
         ran.append("segments")
+        _warn_identity(context, s)
         context.log.info(f"segments: {s.seen} records read, {s.inserted} new, {s.quarantined_seen} quarantined")
 
     log_paths = _merged(sources.log_paths, config.log_paths)

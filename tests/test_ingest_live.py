@@ -472,6 +472,50 @@ def test_run_samples_end_offsets_and_resumes(cluster, tmp_path):
     assert "stopped at a bound" in bounded.stdout
 
 
+def _properties(path: Path) -> dict[str, str]:
+    return dict(line.split("=", 1) if "=" in line else line.split(":", 1)
+                for line in path.read_text().splitlines() if line.strip() and not line.startswith("#"))
+
+
+@pytest.mark.broker
+def test_the_cluster_says_who_it_is_so_live_and_offline_loads_of_it_share_one_name(cluster, tmp_path):
+    """The brokers' cluster id and `__consumer_offsets` topic id, read live, are the ones
+    their log dir's files state: a later `ingest kafka` or `ingest segments` of the same
+    cluster without --cluster keeps the name, and another name is loaded but warned."""
+    from testbed.scenario import CreateTopic, Join, Settle, Sleep, StartProducer, StopAll, StopProducer, run_scenario
+
+    run_scenario(cluster, [CreateTopic("identified", 1), StartProducer("identified", 20.0), Join("m1", commit="auto"),
+                           Settle(), Sleep(2), StopProducer(), StopAll()],
+                 group_id="identity-group", workdir=tmp_path / "scenario")
+    lake_dir = tmp_path / "lake"
+    first = _ingest(lake_dir, cluster, "--cluster", "east", "--no-end-offsets")
+    assert first.returncode == 0 and "warning" not in first.stderr, first.stderr
+    data_dir = cluster.data_dirs[0]
+    cluster_id = _properties(data_dir / "meta.properties")["cluster.id"].strip()
+    topic_id = _properties(data_dir / "__consumer_offsets-0" / "partition.metadata")["topic_id"].strip()
+    assert cluster_id == cluster.cluster_id
+    assert f"cluster east (Kafka cluster id {cluster_id}, __consumer_offsets topic id {topic_id})" in first.stdout
+    rows = Lake(lake_dir).read_arrow("cluster_identity").to_pylist()
+    assert {(r["cluster"], r["kind"], r["value"]) for r in rows} == {
+        ("east", "kafka_cluster_id", cluster_id), ("east", "offsets_topic_id", topic_id)}
+
+    again = _ingest(lake_dir, cluster, "--no-end-offsets")  # no --cluster: the lake knows it
+    assert again.returncode == 0 and "cluster east " in again.stdout and "warning" not in again.stderr, again
+    assert set(Lake(lake_dir).positions("offsets_records", "kafka:east")) and \
+        not Lake(lake_dir).positions("offsets_records", "kafka:default")
+
+    # The broker's own files, offline, are the same cluster: the same name, no new row.
+    files = subprocess.run([sys.executable, "-m", "rebalance_audit.cli", "ingest", "segments", "--lake", str(lake_dir),
+                            str(data_dir)], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert files.returncode == 0 and "cluster east " in files.stdout and " 0 new rows" in files.stdout, files
+    clusters = set(Lake(lake_dir).read_arrow("offsets_records", columns=["cluster"]).column("cluster").to_pylist())
+    assert clusters == {"east"}
+
+    other = _ingest(tmp_path / "lake", cluster, "--cluster", "west", "--no-end-offsets")
+    assert other.returncode == 0, other.stderr
+    assert "loaded before as cluster 'east'" in other.stderr and cluster_id in other.stderr, other.stderr
+
+
 def test_unreachable_broker_errors_within_the_timeout(tmp_path):
     port = _free_port()
     secret = "Sup3r-Secret-Pw"

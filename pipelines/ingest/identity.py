@@ -130,6 +130,17 @@ def resolve(lake, given: str | None, found: dict[Identity, str]) -> Resolution:
     return res
 
 
+def settle_name(lake, given: str | None, found: dict[Identity, str], summary) -> str:
+    """The cluster name an ingestion loads `found`'s input under (`resolve`); the name, the
+    identities and the warnings go to `summary.extra` ("cluster", "identity",
+    "identity_warnings") for the caller to show. Raises IdentityError when it cannot choose."""
+    res = resolve(lake, given, found)
+    summary.extra["cluster"] = res.name
+    summary.extra["identity"] = sorted(str(i) for i in found)
+    summary.extra["identity_warnings"] = res.warnings
+    return res.name
+
+
 def register(lake, name: str, found: dict[Identity, str]) -> int:
     """Remember `found` under `name` (what is there already is kept); returns rows added."""
     seen = known(lake)

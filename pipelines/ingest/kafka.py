@@ -48,6 +48,8 @@ from pipelines.ingest.bronze import (
     quarantine_row,
     quarantine_writer,
 )
+from pipelines.ingest import identity
+from pipelines.ingest.identity import settle_name
 from pipelines.ingest.schemas import PARTITION_END_OFFSETS
 from pipelines.lake import Positions
 
@@ -241,7 +243,7 @@ def _end_targets(consumer: _Consumer, partitions: list[int], timeout: float) -> 
 def ingest_kafka(
     lake,
     config: Mapping[str, object],
-    cluster: str = "default",
+    cluster: str | None = None,
     max_records: int | None = None,
     max_seconds: float | None = None,
     timeout: float = DEFAULT_TIMEOUT,
@@ -250,10 +252,16 @@ def ingest_kafka(
     progress: Callable[[Summary], None] | None = None,
 ) -> Summary:
     """Read `__consumer_offsets` from where the last run stopped, up to the current end
-    (or `max_records` / `max_seconds`), into bronze; then sample end offsets."""
+    (or `max_records` / `max_seconds`), into bronze; then sample end offsets.
+
+    `cluster` None: the name this Kafka cluster (its cluster id and `__consumer_offsets`
+    topic id, as the brokers answer) was loaded under before, else "default"; a given name
+    that disagrees with what the lake knows is used and warned about (pipelines/ingest/identity.py).
+    The name used and the warnings are in `summary.extra` ("cluster", "identity_warnings")."""
     from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
-    check_cluster(cluster)
+    if cluster is not None:
+        check_cluster(cluster)
     if commit_every < 1:
         raise ValueError("commit_every must be at least 1")
     started = time.monotonic()
@@ -263,6 +271,9 @@ def ingest_kafka(
     consumer = _Consumer(config, timeout)
     try:
         partitions = consumer.partitions(TOPIC)
+        # Reachable: who it is decides the name, and the name the positions to resume from.
+        found = _live_identity(config, consumer, summary, timeout)
+        cluster = settle_name(lake, cluster, found, summary)
         stored = lake.positions(records.table.name, writer(cluster))
         start = {p: stored.get(app_id(cluster, p)) for p in partitions}
         consumer.c.assign(
@@ -351,9 +362,37 @@ def ingest_kafka(
             _sample_end_offsets(lake, consumer, cluster, commit_topics, summary, timeout)
         _sample_topic_ids(lake, config, cluster, summary, timeout, consumer.secrets)
         _report_open_transactions(config, partitions, summary, timeout)
+        identity.register(lake, cluster, found)
     finally:
         consumer.close()
     return summary
+
+
+def _live_identity(config: Mapping[str, object], consumer: _Consumer, summary: Summary,
+                   timeout: float) -> dict[identity.Identity, str]:
+    """The cluster id the brokers answer DescribeCluster with and `__consumer_offsets`'
+    topic id: the same values as the log dirs' meta.properties and partition.metadata,
+    so live and offline loads of one cluster are recognized as one. A broker that will not
+    say (an old version, an ACL) costs the check, not the ingestion: it is reported."""
+    from confluent_kafka import KafkaException, TopicCollection
+    from confluent_kafka.admin import AdminClient
+
+    from pipelines.ingest.topic_metadata import NO_ID, kafka_uuid_text
+
+    admin = AdminClient(_admin_config(config))
+    source = f"live {consumer.bootstrap}"
+    found: dict[identity.Identity, str] = {}
+    try:
+        cluster_id = admin.describe_cluster(request_timeout=min(timeout, 10.0)).result().cluster_id
+        if cluster_id:
+            found[identity.Identity("kafka_cluster_id", cluster_id)] = source
+        described = admin.describe_topics(TopicCollection([TOPIC]), request_timeout=min(timeout, 10.0))[TOPIC].result()
+        topic_id = kafka_uuid_text(described.topic_id)
+        if topic_id != NO_ID:
+            found[identity.Identity("offsets_topic_id", topic_id)] = source
+    except KafkaException as exc:
+        summary.extra["identity_failed"] = _mask(str(exc.args[0] if exc.args else exc), consumer.secrets)
+    return found
 
 
 def _admin_config(config: Mapping[str, object]) -> dict:

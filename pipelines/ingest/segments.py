@@ -13,9 +13,10 @@ import os
 import struct
 from collections.abc import Callable, Iterable
 
+from pipelines.ingest import identity
 from pipelines.ingest.bronze import Summary, check_cluster, now_utc, offsets_writer, quarantine_row, quarantine_writer
 from pipelines.ingest.schemas import RAW_LIMIT
-from pipelines.segments import SegmentBatch, SegmentError, SegmentRecord, iter_paths
+from pipelines.segments import SegmentBatch, SegmentError, SegmentRecord, discover, iter_paths
 
 _RAW_FALLBACK = 64 * 1024
 
@@ -89,13 +90,21 @@ def error_row(err: SegmentError, cluster: str) -> dict:
 def ingest_segments(
     lake,
     paths: Iterable[str],
-    cluster: str = "default",
+    cluster: str | None = None,
     chunk_rows: int | None = None,
     progress: Callable[[Summary], None] | None = None,
 ) -> Summary:
-    """Load every record of the segment files under `paths` into bronze. Idempotent."""
-    check_cluster(cluster)
+    """Load every record of the segment files under `paths` into bronze. Idempotent.
+
+    `cluster` None: the name these brokers' files (meta.properties, partition.metadata)
+    were loaded under before, else "default"; a given name that disagrees with what the
+    lake knows is used and warned about (pipelines/ingest/identity.py, `summary.extra`)."""
+    if cluster is not None:
+        check_cluster(cluster)
+    paths = list(paths)
     summary = Summary()
+    found = identity.of_segment_files(s.path for s in discover(paths))
+    cluster = identity.settle_name(lake, cluster, found, summary)
     records = offsets_writer(lake, summary, **({"chunk_rows": chunk_rows} if chunk_rows else {}))
     quarantine = quarantine_writer(lake, summary)
     ingested_at = now_utc()
@@ -127,6 +136,7 @@ def ingest_segments(
     # Two tables, two commits; both are keyed, so a crash between them is repaired by a re-run.
     quarantine.flush()
     records.flush(metadata={"rebalance_audit.ingest": "segments"})
+    identity.register(lake, cluster, found)
     summary.extra["empty_batches"] = empty_batches
     summary.extra["records_without_partition"] = without_partition
     return summary

@@ -16,7 +16,7 @@ from pipelines.ingest.bronze import BufferedWriter, Summary, now_utc
 from pipelines.ingest.schemas import TOPIC_METADATA
 
 # A zero topic id: a broker without topic ids (before 2.8) or a topic it has not named yet.
-_NO_ID = "AAAAAAAAAAAAAAAAAAAAAA"
+NO_ID = "AAAAAAAAAAAAAAAAAAAAAA"  # Kafka's Uuid.ZERO_UUID: no id
 
 
 def kafka_uuid_text(uuid) -> str:
@@ -49,7 +49,7 @@ def sample_topic_ids(lake, client_config: dict, cluster: str, timeout: float) ->
         except KafkaException:
             continue  # deleted since it was listed
         topic_id = kafka_uuid_text(described.topic_id)
-        if topic_id == _NO_ID:
+        if topic_id == NO_ID:
             continue
         writer.add({"cluster": cluster, "topic_id": topic_id, "topic": name,
                     "num_partitions": len(described.partitions), "sampled_at": now_utc()})

@@ -34,7 +34,7 @@ def register(subparsers) -> None:
         ),
     )
     add_common_options(k)
-    _cluster(k)
+    _cluster(k, identified=True)
     k.add_argument("-X", dest="props", action="append", default=[], metavar="KEY=VALUE",
                    help="librdkafka property (repeatable), e.g. -X security.protocol=SASL_SSL")
     k.add_argument("--properties", metavar="FILE", help="librdkafka properties file (key=value lines)")
@@ -58,7 +58,7 @@ def register(subparsers) -> None:
         ),
     )
     add_common_options(s)
-    _cluster(s, from_files=True)
+    _cluster(s, identified=True)
     s.add_argument("paths", nargs="+", metavar="PATH")
     s.set_defaults(func=run_segments, exit_at_end=True)
 
@@ -76,10 +76,10 @@ def register(subparsers) -> None:
     g.set_defaults(func=run_logs, exit_at_end=True)
 
 
-def _cluster(p: argparse.ArgumentParser, from_files: bool = False) -> None:
-    if from_files:
-        p.add_argument("--cluster", help="cluster name stored with every row (default: the name these brokers' "
-                                         "files were loaded under before, else default)")
+def _cluster(p: argparse.ArgumentParser, identified: bool = False) -> None:
+    if identified:
+        p.add_argument("--cluster", help="cluster name stored with every row (default: the name this Kafka "
+                                         "cluster was loaded under before, by its cluster id, else default)")
     else:
         p.add_argument("--cluster", default="default", help="cluster name stored with every row (default: default)")
 
@@ -121,26 +121,33 @@ def _print(what: str, summary, seconds: float, table: str = "offsets_records") -
         print(f"  {cluster} partition {partition}: {n} new, offsets {format_ranges(rs)}")
 
 
+def _print_identity(summary) -> None:
+    """The cluster name the rows went under, the identity that chose it, and any conflict."""
+    x = summary.extra
+    for warning in x.get("identity_warnings", []):
+        print(f"rebalance-audit ingest: warning: {warning}", file=sys.stderr)
+    if x.get("identity_failed"):
+        print(f"rebalance-audit ingest: warning: the brokers did not say which cluster they are "
+              f"({x['identity_failed']}); the name is not checked", file=sys.stderr)
+    found = x.get("identity", [])
+    print(f"cluster {x['cluster']}" + (f" ({', '.join(found)})" if found else ""))
+
+
 def run_segments(args: argparse.Namespace) -> int:
     from pipelines.ingest import identity
     from pipelines.ingest.segments import ingest_segments
-    from pipelines.segments import SegmentPathError, discover
+    from pipelines.segments import SegmentPathError
 
     lake = _lake(args)
     t = time.monotonic()
     try:
-        found = identity.of_segment_files(s.path for s in discover(args.paths))
         with _writing(lake):
-            resolved = identity.resolve(lake, args.cluster, found)
-            for warning in resolved.warnings:
-                print(f"rebalance-audit ingest: warning: {warning}", file=sys.stderr)
-            summary = ingest_segments(lake, args.paths, cluster=resolved.name, progress=_progress)
-            identity.register(lake, resolved.name, found)
+            summary = ingest_segments(lake, args.paths, cluster=args.cluster, progress=_progress)
     except SegmentPathError as exc:
         raise UsageError(str(exc)) from None
     except identity.IdentityError as exc:
         raise UsageError(str(exc)) from None
-    print(f"cluster {resolved.name}" + (f" ({', '.join(sorted(str(i) for i in found))})" if found else ""))
+    _print_identity(summary)
     _print("segments", summary, time.monotonic() - t)
     if summary.extra.get("empty_batches"):
         print(f"  {summary.extra['empty_batches']} empty batches (compaction leftovers, no records)")
@@ -185,6 +192,7 @@ def run_logs(args: argparse.Namespace) -> int:
 
 
 def run_kafka(args: argparse.Namespace) -> int:
+    from pipelines.ingest import identity
     from pipelines.ingest.kafka import IngestError, ingest_kafka, parse_overrides, read_properties
 
     config: dict[str, str] = {}
@@ -207,6 +215,9 @@ def run_kafka(args: argparse.Namespace) -> int:
             )
     except IngestError as exc:
         raise RuntimeError(str(exc)) from None
+    except identity.IdentityError as exc:
+        raise UsageError(str(exc)) from None
+    _print_identity(summary)
     _print("kafka", summary, time.monotonic() - t)
     x = summary.extra
     state = "caught up" if x.get("caught_up") else "stopped at a bound (run again to continue)"
