@@ -28,6 +28,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -178,6 +179,27 @@ def stop(master: str) -> bool:
     return True
 
 
+def _busy(spark) -> Callable[[], bool]:
+    """Whether a client's request is in the server now: a Spark job running, or an
+    operation Spark Connect holds (a query being analyzed or planned, or its results being
+    streamed back, which run no job)."""
+    tracker = spark.sparkContext.statusTracker()
+    service = getattr(spark.sparkContext._jvm.org.apache.spark.sql.connect.service, "SparkConnectService$")
+    executions = getattr(service, "MODULE$").executionManager()
+
+    def busy() -> bool:
+        if tracker.getActiveJobsIds():
+            return True
+        # An operation stays held after its client is gone (until released or abandoned);
+        # it is in progress only while a client's RPC is attached to it (no detach time).
+        held = executions.listExecuteHolders().iterator()
+        while held.hasNext():
+            if held.next().lastAttachedRpcTimeNs().isEmpty():
+                return True
+        return False
+    return busy
+
+
 def serve(master: str, port: int, state: Path) -> None:
     """Run the server until it has been idle for the idle time, or is told to stop."""
     from pipelines.spark import get_spark
@@ -202,10 +224,10 @@ def serve(master: str, port: int, state: Path) -> None:
         json.dump({"pid": os.getpid(), "port": port, "token": token, "master": master}, f)
     os.replace(tmp, state)
     idle = float(os.environ.get(IDLE_ENV) or DEFAULT_IDLE_S)
-    tracker = spark.sparkContext.statusTracker()
+    busy = _busy(spark)
     try:
         while not stopping:
-            if tracker.getActiveJobsIds():
+            if busy():
                 used.touch()  # a query is running: not idle, however long it takes
             with contextlib.suppress(OSError):
                 if time.time() - used.stat().st_mtime > idle:
