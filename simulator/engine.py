@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import heapq
 import random
+from typing import Any
 
 from pipelines.assignors import MemberSpec, Problem, assign_problem
 
@@ -99,6 +100,7 @@ class Sim:
         for i in range(cfg.groups):
             gid = f"{cfg.group_prefix}-{i:05d}"
             start = t0 + self.rng.randrange(0, max(1, min(30_000, int(cfg.minutes * 60_000 / 4))))
+            g: ConsumerGroup | Group
             if self.rel.supports_kip848 and self.rng.random() < cfg.kip848_fraction:
                 g = ConsumerGroup(self, gid, i)
             else:
@@ -117,8 +119,8 @@ class Sim:
         for b in self.out.brokers:
             f = self.fmt[b]
             self.out.lines(b, f.unload(self.now + 1000, self.out.led_partitions(b), loaded) + f.shutdown(self.now + 1500))
-        summary = {"config": {k: v for k, v in vars(cfg).items() if k != "out"}, "kafka_version": self.rel.name,
-                   "records": self.out.counts, **self.stats}
+        summary: dict[str, Any] = {"config": {k: v for k, v in vars(cfg).items() if k != "out"},
+                                   "kafka_version": self.rel.name, "records": self.out.counts, **self.stats}
         summary["records"]["by_type"] = {str(k): v for k, v in sorted(summary["records"]["by_type"].items())}
         self.out.close(summary)
         return summary
@@ -159,7 +161,7 @@ class Group:
         self.start = 0
         self.clients = 0
         self.instances_down: dict[str, int] = {}
-        self.ep = None          # the episode being built
+        self.ep: dict[str, Any] | None = None  # the episode being built
         self.leader = None
         self.closing = False
         self.rate = cfg.messages_per_s

@@ -13,6 +13,8 @@ topic metadata (4 with no topics).
 """
 from __future__ import annotations
 
+from typing import Any
+
 from pipelines.assignors import MemberSpec, Problem, assign_problem
 from pipelines.assignors.javahash import uuid_from_string
 
@@ -62,7 +64,7 @@ class ConsumerGroup:
         self.closing = False
         self.start = 0
         self.rate = cfg.messages_per_s
-        self.ep = None
+        self.ep: dict[str, Any] | None = None
 
     # ------------------------------------------------------------------ shared with classic
     def hw(self, ms: int) -> int:
@@ -279,6 +281,7 @@ class ConsumerGroup:
         if m is None:
             return
         self.begin_episode(trigger, mid)
+        assert self.ep is not None  # begin_episode opened it
         self.ep["members_before"] = sorted(set(self.ep["members_before"]) | {mid})
         m.token = -1
         for tp in m.assigned | m.pending:

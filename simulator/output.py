@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Sequence, TypedDict
 
 from pipelines.segments.writer import (SegmentWriter, WriteRecord, build_batch_v2, build_control_batch,
                                        build_legacy_message_set)
@@ -16,6 +17,18 @@ from pipelines.segments.writer import (SegmentWriter, WriteRecord, build_batch_v
 from .config import Release, SimConfig
 
 TRUTH_FILES = ("groups", "generations", "episodes", "reconsumed", "kip848_epochs")
+
+
+class Counts(TypedDict):
+    """What was written, for the summary."""
+
+    records: int
+    batches: int
+    control_batches: int
+    lines: int
+    commits: int
+    tombstones: int
+    by_type: dict[int, int]  # record type -> records (Sim.run makes the keys strings for the summary)
 
 
 class Output:
@@ -37,8 +50,8 @@ class Output:
         self.truth_files = {k: open(tdir / f"{k}.jsonl", "w", encoding="utf-8", buffering=1 << 20)
                             for k in TRUTH_FILES}
         self.last_ts: dict[int, int] = {}
-        self.counts = {"records": 0, "batches": 0, "control_batches": 0, "lines": 0, "commits": 0,
-                       "tombstones": 0, "by_type": {}}
+        self.counts: Counts = {"records": 0, "batches": 0, "control_batches": 0, "lines": 0, "commits": 0,
+                               "tombstones": 0, "by_type": {}}
 
     # Partition placement: leader of N is broker (N % B) + 1, replicas follow it round-robin.
     def replicas(self, partition: int) -> list[int]:
@@ -51,7 +64,7 @@ class Output:
     def led_partitions(self, broker: int) -> list[int]:
         return [p for p in range(self.cfg.offsets_partitions) if self.leader(p) == broker]
 
-    def append(self, partition: int, records: list[tuple[int, bytes, bytes | None]], ts: int, *,
+    def append(self, partition: int, records: Sequence[tuple[int, bytes, bytes | None]], ts: int, *,
                transactional: bool = False, producer_id: int = -1, producer_epoch: int = -1,
                base_sequence: int = 0) -> int:
         """One batch of (record_type, key, value) written at `ts`; returns its base offset."""

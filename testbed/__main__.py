@@ -17,10 +17,11 @@ import json
 import logging
 import sys
 import time
+from typing import Callable, Iterable, cast
 
 from .broker import BrokerError, KafkaCluster
 from .kafka_home import TestbedUnavailable
-from .scenario import SCENARIOS, run_together
+from .scenario import SCENARIOS, Step, run_together
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,12 +37,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.debug else logging.WARNING, stream=sys.stderr)
     names = args.scenario or ["classic-range"]
+    # SCENARIOS mixes functions and lambdas, which mypy infers as plain `function`: every
+    # entry takes keyword arguments and returns the scenario's steps.
+    factories = cast(dict[str, Callable[..., Iterable[Step]]], SCENARIOS)
     try:
         cluster = KafkaCluster(args.workdir, brokers=args.brokers, offsets_partitions=args.offsets_partitions,
                                install=True)
         with cluster:
             t0 = time.monotonic()
-            results = run_together(cluster, {n: SCENARIOS[n](topic=f"{n}-in") for n in names})
+            results = run_together(cluster, {n: factories[n](topic=f"{n}-in") for n in names})
             summary = {
                 "bootstrap_servers": cluster.bootstrap_servers,
                 "kafka_version": cluster.kafka_version,

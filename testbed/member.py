@@ -128,7 +128,7 @@ class _Transactions:
             return
         self.open = False
         self.count += 1
-        ranges = [[t, p, first, last] for (t, p), (first, last) in sorted(self.batch.items())]
+        ranges: list[list[Any]] = [[t, p, first, last] for (t, p), (first, last) in sorted(self.batch.items())]
         offsets = [TopicPartition(t, p, last + 1) for t, p, _, last in ranges]
         abort = not force_commit and self.abort_every and self.count % self.abort_every == 0
         try:

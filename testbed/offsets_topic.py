@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, cast
 
 from .broker import OFFSETS_TOPIC, librdkafka_log
 
@@ -84,10 +84,11 @@ def read_offsets_topic(bootstrap_servers: str, *, client_properties: Mapping[str
                 err = msg.error()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
-                        remaining.pop(msg.partition(), None)
+                        remaining.pop(cast(int, msg.partition()), None)  # an EOF names its partition
                         continue
                     raise RuntimeError(f"reading {topic}: {err}")
                 p, off = msg.partition(), msg.offset()
+                assert p is not None and off is not None  # set on every delivered message
                 ts_type, ts = msg.timestamp()
                 records.append(OffsetsTopicRecord(
                     partition=p, offset=off,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, overload
 
 from .javahash import uuid_from_string
 
@@ -70,6 +70,10 @@ class Problem:
         return parse_problem(d)
 
 
+@overload
+def _str(v: Any, what: str, nullable: Literal[False] = False) -> str: ...
+@overload
+def _str(v: Any, what: str, nullable: bool) -> str | None: ...
 def _str(v: Any, what: str, nullable: bool = False) -> str | None:
     if v is None and nullable:
         return None
@@ -78,6 +82,10 @@ def _str(v: Any, what: str, nullable: bool = False) -> str | None:
     return v
 
 
+@overload
+def _int(v: Any, what: str, nullable: Literal[False] = False) -> int: ...
+@overload
+def _int(v: Any, what: str, nullable: bool) -> int | None: ...
 def _int(v: Any, what: str, nullable: bool = False) -> int | None:
     if v is None and nullable:
         return None
@@ -188,7 +196,7 @@ def parse_problem(d: dict[str, Any]) -> Problem:
 def to_runs(partitions: list[TopicPartition]) -> Runs:
     """Group a partition list into runs of consecutive same-topic partitions (SCHEMA "runs")."""
     out: Runs = []
-    last = None
+    last: list[Any] | None = None  # the current run: [topic, [p, ...]]
     for t, p in partitions:
         if last is not None and last[0] == t:
             last[1].append(p)

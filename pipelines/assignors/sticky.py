@@ -382,7 +382,7 @@ class _General:
         self.topic_consumers: dict[str, list[str]] = {t: [] for t in counts}
         self.consumer_topics: dict[str, list[str]] = {}
         for c, m in subs.items():
-            lst = []
+            lst: list[str] = []
             self.consumer_topics[c] = lst
             for t in m.topics:
                 if t in counts:
@@ -391,8 +391,8 @@ class _General:
             self.current.setdefault(c, [])
         self.consumer_topic_sets = {c: set(ts) for c, ts in self.consumer_topics.items()}
         self.pc: dict[TopicPartition, str] = {}
-        for c, lst in self.current.items():
-            for tp in lst:
+        for c, owned in self.current.items():
+            for tp in owned:
                 self.pc[tp] = c
         topics = sorted(self.topic_consumers, key=lambda t: (len(self.topic_consumers[t]), java_str_key(t)))
         self.sorted_all = [(t, p) for t in topics for p in range(counts[t])]
@@ -536,6 +536,8 @@ class _General:
                 if self._is_balanced():
                     break
                 consumer = self.pc.get(tp)
+                # Every partition balanced here is assigned (topics nobody can take were left out).
+                assert consumer is not None
                 size = len(self.current[consumer])
                 prev_owner = prev.get(tp)
                 if prev_owner is not None:

@@ -20,6 +20,8 @@ members) and, for heterogeneous groups, the KAFKA-17710 rewrite (per-topic balan
 """
 from __future__ import annotations
 
+from typing import Any
+
 from .common import member_iteration_order
 from .javahash import (JavaHashSet, hash_order, hashset_copy_capacity, string_hash, topic_id_partition_hash,
                        uuid_hash)
@@ -34,9 +36,9 @@ class _ServerView:
         self.order = member_iteration_order(problem)
         self.uuid_h: dict[str, int] = {}
         for t in problem.topics:
-            ids = problem.topic_ids.get(t)
+            topic_id = problem.topic_ids.get(t)
             # Without a topic id (problem not from a KIP-848 group) the name's hash stands in; documented.
-            self.uuid_h[t] = uuid_hash(*ids) if ids else string_hash(t)
+            self.uuid_h[t] = uuid_hash(*topic_id) if topic_id else string_hash(t)
         self.subs: dict[str, list[str]] = {}
         for mid in self.order:
             m = problem.member(mid)
@@ -158,7 +160,10 @@ class _Hetero39:
         uh = view.uuid_h
         self.tip_hash = lambda tp: topic_id_partition_hash(uh[tp[0]], tp[1])
         self.members_per_topic: dict[str, list[str]] = {}
-        subscribed_ids: JavaHashSet = JavaHashSet(lambda t: uh[t])
+
+        def topic_hash(t: Any) -> int:  # JavaHashSet passes its items: topic names here
+            return uh[t]
+        subscribed_ids: JavaHashSet = JavaHashSet(topic_hash)
         self.in_target: set[str] = set()
         for mid in view.order:
             for t in view.subs[mid]:
@@ -305,6 +310,8 @@ class _Hetero39:
         old = self.owner.get(tp)
         to_move = self._actual_partition_to_move(tp, old, new_owner)
         old_member = self.owner.get(to_move)
+        # Every partition balanced here is owned: `tp` (its owner was checked) or one moved to `old`.
+        assert old_member is not None
         self._move(to_move, old_member, new_owner)
         self._remove(to_move, old_member)
         self._add(to_move, new_owner)
@@ -370,10 +377,10 @@ def _hetero_rewrite(view: _ServerView) -> dict[str, list[TopicPartition]]:
     owner: dict[TopicPartition, int] = {}
     target: list[dict[TopicPartition, None]] = [dict() for _ in order]
     for mid in order:  # maybeRevokePartitions: drop only topics no longer subscribed
-        subs = set(view.subs[mid])
+        subscribed = set(view.subs[mid])
         i = index[mid]
         for t, ps in view.targets[mid]:
-            if t in subs:
+            if t in subscribed:
                 for p in ps:
                     if (t, p) not in owner and p < counts[t]:
                         owner[(t, p)] = i

@@ -23,6 +23,8 @@ from __future__ import annotations
 import base64
 import binascii
 import struct
+from collections.abc import Callable
+from typing import Any
 
 
 # Kafka's limit for every string, compact or not: the generated writers throw "'x' field is
@@ -36,6 +38,10 @@ _PRIMITIVES = set(_FIXED) | {"bool", "uuid", "string", "bytes"}
 _S_H = struct.Struct(">h")
 _S_I = struct.Struct(">i")
 _S_B = struct.Struct(">b")
+
+# A struct's (or value's) reader: (buf, pos) -> (value, new pos); its writer appends to out.
+Reader = Callable[[Any, int], tuple[Any, int]]
+Writer = Callable[[Any, bytearray], None]
 
 
 class FieldError(Exception):
@@ -432,6 +438,11 @@ class CompiledStruct:
     """Reader/writer of one struct at one version."""
 
     __slots__ = ("name", "read", "write", "field_names", "tagged_names")
+    name: str
+    read: Reader
+    write: Writer
+    field_names: tuple[str, ...]
+    tagged_names: tuple[str, ...]
 
 
 def compile_struct(fields: list[dict], version: int, flexible: bool, name: str) -> CompiledStruct:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from .compiler import FieldError, compile_struct, in_versions, parse_versions
+from .compiler import FieldError, Reader, Writer, compile_struct, in_versions, parse_versions
 from .consumer_protocol import collapse_group_members, expand_group_members
 from .errors import CodecError
 from .schemas import RECORDS
@@ -44,8 +44,8 @@ class Layout:
     since: tuple[int, int] | None
     until: tuple[int, int] | None
     label: str
-    read: object
-    write: object
+    read: Reader
+    write: Writer
 
 
 def _label(since, until) -> str:

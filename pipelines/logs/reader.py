@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import calendar
 import datetime as _dt
+import io
 import itertools
 import os
 import re
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping
+from typing import Iterable, Iterator, Mapping, cast
 
 from .fields import typed_int
 
@@ -269,7 +270,9 @@ def _lines(chunks: Iterator[bytes]) -> Iterator[bytes]:
 def _open(path: Path):
     """(line iterator, first bytes for sniffing, gzipped?, file). Gzip is detected by its
     magic bytes (logrotate may not keep `.gz`)."""
-    f = open(path, "rb", buffering=1 << 20)
+    # A buffered binary reader (it has peek); typeshed types open() with a non-literal
+    # buffering size as a plain BinaryIO.
+    f = cast(io.BufferedReader, open(path, "rb", buffering=1 << 20))
     try:
         if f.peek(2)[:2] == b"\x1f\x8b":
             chunks = _gzip_chunks(f)
@@ -369,6 +372,7 @@ def _read_file(path: Path, ts_parser: TimestampParser, configured_broker: int | 
         yield LogEntry(file=name, line=0, error=f"{kind}: {exc}")
         return
     last_broker = configured_broker
+    broker: int | None  # of the entry being read
     held = _HeldForBroker(configured_broker)
     lineno = 0
     pending: list | None = None  # [lineno, entry fields..., continuation list]
@@ -428,8 +432,8 @@ def _read_file(path: Path, ts_parser: TimestampParser, configured_broker: int | 
                 msg = m.group("msg")
                 if not is_coordinator_logger(logger, msg):
                     continue
-                b = _BROKER_RE.match(msg)
-                b = typed_int("broker", b.group(1)) if b is not None else None  # None: too long an id
+                bm = _BROKER_RE.match(msg)
+                b = typed_int("broker", bm.group(1)) if bm is not None else None  # None: too long an id
                 if b is not None:
                     broker = b
                     last_broker = broker

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 import struct
 import zlib
-from typing import Iterator, NamedTuple
+from typing import Iterator, NamedTuple, cast
 
 from crc32c import crc32c
 
@@ -81,7 +81,7 @@ def iter_frames(data: bytes) -> Iterator[Frame]:
         resume = resync(data, pos + 1, n, zeros)
         if resume is None:
             where = f"no readable batch in the remaining {n - pos} bytes of the segment"
-            if frame.startswith("truncated"):
+            if cast(str, frame).startswith("truncated"):  # not a Frame: the problem text
                 where += " (a segment still being written?)"
         else:
             where = f"skipped {resume - pos} bytes up to the next readable batch at byte {resume}"
@@ -185,7 +185,7 @@ def resync(data: bytes, start: int, n: int, zeros: int) -> int | None:
     first = next(found, None)
     if first is None or _chained(data, first, n, zeros):
         return first
-    end = frame_at(data, first, n).end
+    end = cast(Frame, frame_at(data, first, n)).end  # `first` proves itself: a Frame
     for p in found:
         if p >= end:
             break
@@ -208,7 +208,7 @@ def _proving(data: bytes, start: int, n: int) -> Iterator[int]:
 
 def _chained(data: bytes, pos: int, n: int, zeros: int) -> bool:
     """Whether the batch at `pos` is followed by another one, the end of the file or zeros."""
-    end = frame_at(data, pos, n).end
+    end = cast(Frame, frame_at(data, pos, n)).end  # `pos` proves itself: a Frame
     return end == n or frame_at(data, end, n).__class__ is Frame or _zero_tail(end, n, zeros)
 
 

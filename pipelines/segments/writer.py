@@ -19,7 +19,7 @@ import struct
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import BinaryIO, Iterable, Sequence
 
 from crc32c import crc32c
 
@@ -298,7 +298,7 @@ class SegmentWriter:
         self.segment_bytes = segment_bytes
         self.topic = topic
         self._next = dict(start_offsets or {})
-        self._files: dict[int, tuple[object, int]] = {}  # partition -> (file, bytes written)
+        self._files: dict[int, tuple[BinaryIO, int]] = {}  # partition -> (file, bytes written)
         self.paths: list[Path] = []
 
     def next_offset(self, partition: int) -> int:
