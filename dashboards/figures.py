@@ -189,7 +189,7 @@ def timeline_figure(g) -> dict | None:
     # Idle members: a bar on their own row, in grey.
     idle = [r for r in g.rows("idle") if r.get("from_ts") is not None]
     if idle:
-        ys = [plot_text("idle · " + short(r.get("member_id"), 40)) for r in idle]
+        ys = [plot_text("idle · " + short(member_label(r.get("member_id") or "", r.get("client_id")), 40)) for r in idle]
         traces.append(dict(
             type="bar", y=ys, base=[iso(r["from_ts"]) for r in idle],
             x=[max((r.get("to_ts") or end_of_data) - r["from_ts"], 1) for r in idle], orientation="h",

@@ -186,6 +186,7 @@ def _episodes(g: GroupData, missing) -> str:
             out.append('<p class="note">None.</p>')
         else:
             out.append(_shown(rows, g.stats.get("generations"), "episodes"))
+            clients = _client_ids(g)
             headers = [("generation", False), ("started", False), ("completed", False), ("duration", True),
                        ("unconsumed", True), ("lag at start", True), ("trigger", False), ("member", False),
                        ("reason", False), ("members", True), ("moved", True), ("revoked", True)]
@@ -196,12 +197,27 @@ def _episodes(g: GroupData, missing) -> str:
                 "—" if r.get("duration_ms") is None else fmt_duration(r["duration_ms"]),
                 "—" if r.get("unconsumed_ms") is None else fmt_duration(r["unconsumed_ms"]),
                 _lag_at_start(r),
-                _cell(r.get("trigger")), _cell(r.get("trigger_member")), _cell(r.get("reason")),
+                _cell(r.get("trigger")), _cell(_member(r.get("trigger_member"), clients)), _cell(r.get("reason")),
                 f"{_num(r.get('members_before'))} → {_num(r.get('members_after'))}",
                 _num(r.get("partitions_moved")), _num(r.get("partitions_revoked")),
             ] for r in rows]))
     out.append("</section>")
     return "".join(out)
+
+
+def _client_ids(g: GroupData) -> dict[str, str]:
+    """member id → client id, from the page's ownership and idle rows: a KIP-848 member id is
+    a bare UUID, and the client id is what an SRE knows the consumer by."""
+    out: dict[str, str] = {}
+    for kind in ("interval", "idle"):
+        for r in g.rows(kind):
+            if r.get("member_id") and r.get("client_id"):
+                out.setdefault(r["member_id"], r["client_id"])
+    return out
+
+
+def _member(member_id: str | None, clients: dict[str, str]) -> str | None:
+    return None if member_id is None else figures.member_label(member_id, clients.get(member_id))
 
 
 def _lag_at_start(r: dict) -> str:

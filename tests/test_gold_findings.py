@@ -201,6 +201,18 @@ def test_idle_members_found(gold, scenario):
         assert found[k]["transient"] == protocol_transient, found[k]
 
 
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_idle_members_carry_the_client_id_they_ran_with(gold, scenario):
+    """An SRE knows a consumer by its client.id; a KIP-848 member id is a bare UUID, and a
+    member that left has a tombstone as its last record."""
+    clients = {mid: client for v in truth(scenario)["groups"].values()
+               for client, m in (v.get("members") or {}).items() for mid in m.get("member_ids") or []}
+    rows = [r for r in gold.of("idle_consumers", scenario) if r["member_id"] in clients]
+    assert [(r["member_id"], r["client_id"]) for r in rows if r["client_id"] != clients[r["member_id"]]] == []
+    if scenario in ("kip848_consumer_protocol", "idle_overprovisioned"):
+        assert rows
+
+
 def test_idle_causes(gold):
     causes = {(r["member_id"][:2], r["generation"]): r["cause"] for r in gold.of("idle_consumers", "idle_overprovisioned")}
     assert causes == {("c5", 1): "more_members_than_partitions", ("c6", 1): "more_members_than_partitions",

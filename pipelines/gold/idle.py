@@ -61,7 +61,9 @@ def _consumer(inputs: GoldInputs) -> DataFrame | None:
         .distinct().groupBy("cluster", "group_id").agg(F.count("*").alias("group_parts"))
     members = inputs.current_assignments.where(~F.col("is_deletion")).groupBy("cluster", "group_id").agg(
         F.countDistinct("member_id").alias("n_members"))
-    meta = inputs.consumer_group_members.groupBy("cluster", "group_id", "member_id").agg(
+    # A member's last record is its tombstone (no client id) once it left: the values are
+    # those of its last live record.
+    meta = inputs.consumer_group_members.where(~F.col("is_deletion")).groupBy("cluster", "group_id", "member_id").agg(
         F.max_by("instance_id", "log_offset").alias("group_instance_id"), F.max_by("client_id", "log_offset").alias("client_id"))
     x = r.join(parts, ["cluster", "group_id"], "left").join(members, ["cluster", "group_id"], "left") \
         .join(meta, ["cluster", "group_id", "member_id"], "left")
