@@ -24,8 +24,8 @@ from pipelines.lake import Lake
 pytestmark = pytest.mark.spark
 
 REPO = Path(__file__).resolve().parents[1]
-# When a row arrived: by nature different between two lakes.
-ARRIVAL = {"ingested_at"}
+# When a row arrived (or an identity was first seen): by nature different between two lakes.
+ARRIVAL = {"ingested_at", "first_seen_at"}
 
 
 def _command(lake: Path, recording: Path) -> list[str]:

@@ -25,8 +25,9 @@ from testbed.spark_standalone import StandaloneCluster
 from tests.conftest import RECORDINGS
 
 SCENARIO = RECORDINGS / "kip848_consumer_protocol"
-# When a row was ingested, and where Spark happened to put files, differ between runs by nature.
-VOLATILE = {"ingested_at", "source_file"}
+# When a row was ingested (an identity first seen), and where Spark happened to put files, differ
+# between runs by nature.
+VOLATILE = {"ingested_at", "first_seen_at", "source_file"}
 CLI = [sys.executable, "-c", "import sys; from rebalance_audit.cli import main; sys.exit(main())"]
 
 
