@@ -525,7 +525,10 @@ def _lag_samples_and_truth(scenario: str, min_gap_ms: int = 400) -> tuple[list[t
     return samples, truth
 
 
-def test_consumer_lag_at_every_sample_is_the_log_end_minus_the_acknowledged_commit(segments_lake, spark):  # noqa: F811
+@pytest.fixture(scope="module")
+def sampled_lag(segments_lake, spark):  # noqa: F811
+    """The recordings' lake as live ingestion at every quiet moment would see it: (samples,
+    the lag each must give, gold's consumer_lag over them)."""
     from pipelines.gold import GoldInputs
     from pipelines.gold.lag import build_consumer_lag
 
@@ -537,7 +540,11 @@ def test_consumer_lag_at_every_sample_is_the_log_end_minus_the_acknowledged_comm
     ends = spark.createDataFrame(samples, "cluster string, topic string, partition int, start_offset long, "
                                           "end_offset long, sampled_at timestamp")
     inputs = runner.read_inputs(segments_lake)
-    lag = build_consumer_lag(GoldInputs(**{**vars(inputs), "partition_end_offsets": ends}))
+    return samples, truth, build_consumer_lag(GoldInputs(**{**vars(inputs), "partition_end_offsets": ends}))
+
+
+def test_consumer_lag_at_every_sample_is_the_log_end_minus_the_acknowledged_commit(sampled_lag):
+    _, truth, lag = sampled_lag
     got = {(r["cluster"], r["group_id"], r["topic"], r["partition"], r["sampled_at"]): r["lag"]
            for r in lag.where(F.col("cluster").isin(LAG_SCENARIOS)).collect()}
     assert len(truth) > 1000
@@ -547,21 +554,12 @@ def test_consumer_lag_at_every_sample_is_the_log_end_minus_the_acknowledged_comm
     assert set(got) >= set(truth) and all(v is not None for v in got.values())
 
 
-def test_each_rebalance_carries_the_groups_lag_at_its_latest_sample_before_it(segments_lake, gold, spark):  # noqa: F811
+def test_each_rebalance_carries_the_groups_lag_at_its_latest_sample_before_it(segments_lake, gold, sampled_lag):  # noqa: F811
     """`lag_at_start`: the lag of the group's partitions summed at the latest sample taken
     at or before the rebalance started, from the recordings' own producer and consumers."""
-    from pipelines.gold import GoldInputs
-    from pipelines.gold.lag import build_consumer_lag, with_lag_at_start
+    from pipelines.gold.lag import with_lag_at_start
 
-    samples, truth = [], {}
-    for scenario in LAG_SCENARIOS:
-        s, t = _lag_samples_and_truth(scenario)
-        samples += s
-        truth.update(t)
-    ends = spark.createDataFrame(samples, "cluster string, topic string, partition int, start_offset long, "
-                                          "end_offset long, sampled_at timestamp")
-    inputs = runner.read_inputs(segments_lake)
-    lag = build_consumer_lag(GoldInputs(**{**vars(inputs), "partition_end_offsets": ends}))
+    samples, truth, lag = sampled_lag
     eps = segments_lake.read("rebalance_episodes").where(F.col("cluster").isin(LAG_SCENARIOS))
     got = with_lag_at_start(eps, lag).collect()
     assert len(got) == eps.count()

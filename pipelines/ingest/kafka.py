@@ -49,7 +49,6 @@ from pipelines.ingest.bronze import (
     quarantine_writer,
 )
 from pipelines.ingest import identity
-from pipelines.ingest.identity import settle_name
 from pipelines.ingest.schemas import PARTITION_END_OFFSETS
 from pipelines.lake import Positions
 
@@ -273,7 +272,7 @@ def ingest_kafka(
         partitions = consumer.partitions(TOPIC)
         # Reachable: who it is decides the name, and the name the positions to resume from.
         found = _live_identity(config, consumer, summary, timeout)
-        cluster = settle_name(lake, cluster, found, summary)
+        cluster = identity.settle_name(lake, cluster, found, summary)
         stored = lake.positions(records.table.name, writer(cluster))
         start = {p: stored.get(app_id(cluster, p)) for p in partitions}
         consumer.c.assign(
