@@ -6,7 +6,9 @@ record every so often; several partitions; every Nth batch gzip), then times:
 
   reader           iter_paths over every file (batch parsing, CRC-32C, decompression)
   reader+codec     ... plus decode_record of every record
-  reader+codec+json ... plus the JSON line `rebalance-audit decode` prints
+  reader+codec+json ... plus the JSON line `rebalance-audit decode` prints, record by record
+  decode's path     what `decode` runs: whole batches of offset commits through the compiled
+                    core (native/), the rest as above
 
 and, as a calibration that makes the figures comparable across machines, `gzip -1 -c FILE
 > /dev/null` over the same files (MB/s of segment bytes). Then, side by side on the same
@@ -34,10 +36,11 @@ sys.path.insert(0, str(HERE.parent))
 
 from pipelines.codec import decode_record, encode_key, encode_value  # noqa: E402
 from pipelines.segments import SegmentError, SegmentRecord, discover, iter_paths  # noqa: E402
-from pipelines.segments.jsonlines import LineEncoder  # noqa: E402
+from pipelines.segments.jsonlines import LineEncoder, _native  # noqa: E402
 from pipelines.segments.writer import SegmentWriter, WriteRecord  # noqa: E402
 
 T0 = 1_795_337_253_311
+NATIVE = _native is not None  # decode's compiled core (native/) is built
 
 
 def group_metadata(group: str, generation: int, members: int, topic: str, partitions: int) -> bytes:
@@ -129,6 +132,18 @@ def run_reader_codec_json(root):
     return n
 
 
+def run_decode_path(root):
+    """What `rebalance-audit decode` does per segment file, minus writing to stdout: whole
+    batches of offset commits through the compiled core where it is built."""
+    n = 0
+    for seg in discover([root]):
+        for text, kind, count in LineEncoder().segment(seg.path, seg.partition, seg.broker):
+            if kind == "error":
+                raise SystemExit(f"unexpected error: {text}")
+            n += count
+    return n
+
+
 def gzip_calibration(files) -> tuple[float, float]:
     """(wall, CPU) seconds of `gzip -1 -c FILE > /dev/null` over every file."""
     gzip = shutil.which("gzip")
@@ -144,11 +159,11 @@ def gzip_calibration(files) -> tuple[float, float]:
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def run_command(argv) -> tuple[float, float]:
+def run_command(argv, env=None) -> tuple[float, float]:
     """(wall, CPU of the children) seconds of one command, its stdout to /dev/null."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     wall = time.perf_counter() - t
     if proc.returncode != 0:
         raise SystemExit(f"{argv[0]} failed ({proc.returncode}): {proc.stderr[-2000:]}")
@@ -197,7 +212,8 @@ def main() -> int:
         # Wall-clock figures are what a user sees; CPU figures stay put on a busy machine.
         print(f"{'':<18} {'records/s':>12} {'MB/s':>8}   {'CPU rec/s':>12} {'CPU MB/s':>8}")
         for label, fn in (("reader", run_reader), ("reader+codec", run_reader_codec),
-                          ("reader+codec+json", run_reader_codec_json)):
+                          ("reader+codec+json", run_reader_codec_json),
+                          ("decode's path" if NATIVE else "decode's path (no core)", run_decode_path)):
             n, wall, cpu = timed(lambda fn=fn: fn(root))
             print(f"{label:<18} {n / wall:>12,.0f} {size / wall / 1e6:>8.1f}   {n / cpu:>12,.0f} "
                   f"{size / cpu / 1e6:>8.1f}   ({n:,} items, {wall:.1f} s wall, {cpu:.1f} s CPU)")
@@ -210,10 +226,13 @@ def main() -> int:
         print(f"\nside by side on the same {len(files)} files ({written:,} records), wall clock:")
         print(f"{'':<34} {'records/s':>12} {'s':>8} {'x gzip -1':>10}")
         figures = {}
-        for label, argv in ((f"rebalance-audit decode (--jobs {os.cpu_count()})", [cli, "decode", str(root)]),
-                            ("rebalance-audit decode --jobs 1", [cli, "decode", "--jobs", "1", str(root)]),
-                            ("Kafka DumpLogSegments", dump_log_segments_argv(files))):
-            wall, _ = run_command(argv)
+        pure = {**os.environ, "REBALANCE_AUDIT_NO_NATIVE": "1"}
+        for label, argv, env in (
+                (f"rebalance-audit decode (--jobs {os.cpu_count()})", [cli, "decode", str(root)], None),
+                ("rebalance-audit decode --jobs 1", [cli, "decode", "--jobs", "1", str(root)], None),
+                ("  the same, pure Python", [cli, "decode", "--jobs", "1", str(root)], pure),
+                ("Kafka DumpLogSegments", dump_log_segments_argv(files), None)):
+            wall, _ = run_command(argv, env)
             figures[label] = wall
             print(f"{label:<34} {written / wall:>12,.0f} {wall:>8.1f} {wall / gzip_wall:>10.1f}")
         kafka = figures["Kafka DumpLogSegments"]

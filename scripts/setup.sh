@@ -38,5 +38,7 @@ fi
 ./scripts/setup-delta.sh >/dev/null
 # The Apache Kafka 4.x release the tests and the demo start (Maven, from scripts/maven/).
 ./scripts/setup-kafka.sh >/dev/null
+# The compiled core of `decode` (Rust, native/), rebuilt when its sources change.
+./scripts/setup-native.sh
 # Debian's Chromium for the dashboard tests (no browser downloads).
 if [ -x scripts/setup-browser.sh ]; then ./scripts/setup-browser.sh; fi

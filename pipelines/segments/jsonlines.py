@@ -17,11 +17,25 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import orjson
 
 from .model import SegmentBatch, SegmentError, SegmentRecord
+from .reader import Item, V2Records, iter_segment_units
+
+# The compiled core (native/, built by `make setup`). Without it, or with
+# REBALANCE_AUDIT_NO_NATIVE=1 (to rule it out when something looks wrong), the same text
+# comes from Python, about three times slower.
+_native: Any = None
+if os.environ.get("REBALANCE_AUDIT_NO_NATIVE", "") in ("", "0"):
+    try:
+        from . import _native  # type: ignore[attr-defined, no-redef]
+    except ImportError:
+        pass
 
 
 def record_facts(rec: SegmentRecord) -> dict:
@@ -129,14 +143,17 @@ class LineEncoder:
     facts are serialized once and shared by its records (in the same key order), and a key's JSON (a group, topic
     and partition, repeated by every commit to it) once per distinct key bytes. Same text
     as `json_text(to_json_dict(item))` (tests hold the two equal); `encode` returns (line,
-    kind) with kind one of "record", "empty_batch", "error"."""
+    kind) with kind one of "record", "empty_batch", "error". `segment` writes a whole file,
+    handing each batch of offset commits to the compiled core (native/) in one call."""
 
     KEYS_REMEMBERED = 100_000  # distinct keys kept before the memo starts over (bounded memory)
 
-    def __init__(self, kafka_version: str | None = None):
+    def __init__(self, kafka_version: str | None = None, *, compiled: bool = True):
         from pipelines.codec import CodecError, decode_key, decode_value
 
         self.kafka_version = kafka_version
+        # compiled=False: every batch in Python (the tests' oracle for the compiled core)
+        self._fast = _native.offset_commit_lines if compiled and _native is not None else None
         self._dumps = json_text
         self._decode_key = decode_key
         self._decode_value = decode_value
@@ -144,20 +161,30 @@ class LineEncoder:
         self._keys: dict[bytes, tuple[int, str]] = {}
         self._batch: SegmentBatch | None = None
         self._head = self._mid = self._producer = self._tail = ""
+        self._texts: dict[str | int | None, str] = {}
 
     def _remember(self, b: SegmentBatch) -> None:
         # The batch's facts in record_facts' key order, around the record's own fields.
-        d = self._dumps
+        j = self._json
         self._batch = b
-        self._head = '{"broker":%s,"partition":%s,' % (d(b.broker), d(b.partition))
-        self._mid = ',"timestamp_type":%s,' % d(b.timestamp_type)
+        self._head = '{"broker":%s,"partition":%s,' % (j(b.broker), j(b.partition))
+        self._mid = ',"timestamp_type":%s,' % j(b.timestamp_type)
         self._producer = ',"transactional":%s,"control":%s,"producer_id":%d,"producer_epoch":%d,' % (
-            d(b.transactional), d(b.control), b.producer_id, b.producer_epoch)
+            "true" if b.transactional else "false", "true" if b.control else "false", b.producer_id,
+            b.producer_epoch)
         self._tail = (
             ',"base_offset":%d,"last_offset":%d,"magic":%d,"compression":%s,"partition_leader_epoch":%d,'
             '"delete_horizon_ms":%s,"file":%s,"batch_position":%d}'
-        ) % (b.base_offset, b.last_offset, b.magic, d(b.compression), b.partition_leader_epoch,
-             d(b.delete_horizon_ms), d(b.file), b.batch_position)
+        ) % (b.base_offset, b.last_offset, b.magic, j(b.compression), b.partition_leader_epoch,
+             "null" if b.delete_horizon_ms is None else "%d" % b.delete_horizon_ms, j(b.file), b.batch_position)
+
+    def _json(self, value: str | int | None) -> str:
+        """JSON of a batch fact repeated by every batch of a file (broker, partition,
+        file, compression, timestamp type), made once."""
+        known = self._texts.get(value)
+        if known is None:
+            known = self._texts[value] = self._dumps(value)
+        return known
 
     def _key(self, key: bytes) -> tuple[int, str]:
         known = self._keys.get(key)
@@ -189,3 +216,34 @@ class LineEncoder:
         obj, is_error = to_json_dict(item, self.kafka_version)
         kind = "error" if is_error else ("empty_batch" if "empty_batch" in obj else "record")
         return self._dumps(obj), kind
+
+    def segment(self, path: str | Path, partition: int | None = None,
+                broker: str | None = None) -> Iterator[tuple[str, str, int]]:
+        """Every line of one segment file, in file order, as (text, kind, n): n lines of
+        one kind, each ending in a newline."""
+        return self.segment_units(iter_segment_units(path, partition, broker))
+
+    def segment_units(self, units: Iterator[Item | V2Records]) -> Iterator[tuple[str, str, int]]:
+        """`segment` over the reader's units. A batch of offset commits is one piece, made
+        by the compiled core where it is built; any batch it does not take (group metadata,
+        a control batch, headers, anything malformed) goes record by record through
+        `encode`, which writes the same text."""
+        fast = self._fast
+        encode = self.encode
+        for unit in units:
+            if type(unit) is not V2Records:
+                line, kind = encode(unit)
+                yield line + "\n", kind, 1
+                continue
+            b = unit.batch
+            if fast is not None and not b.control:
+                self._remember(b)
+                text = fast(unit.buf, unit.pos, unit.end, b.records_count, b.base_offset, unit.last_delta,
+                            unit.base_timestamp, unit.max_timestamp, unit.log_append, b.base_sequence,
+                            self._head, self._mid, self._producer, self._tail)
+                if text is not None:
+                    yield text, "record", b.records_count
+                    continue
+            for item in unit.items():
+                line, kind = encode(item)
+                yield line + "\n", kind, 1

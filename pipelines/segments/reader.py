@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Union
 
@@ -77,16 +78,7 @@ def iter_segment_records(
     `partition` defaults to the N of an enclosing `__consumer_offsets-N` folder; a file
     named `NNNNNNNNNNNNNNNNNNNN.log` gives the lowest offset its batches may hold.
     """
-    path = Path(path)
-    if partition is None:
-        partition = partition_from_path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        return iter([SegmentError(str(path), broker, partition, 0, f"cannot read segment: {exc.strerror or exc}")])
-    m = SEGMENT_FILE.match(path.name)
-    return iter_buffer_records(data, file=str(path), partition=partition, broker=broker,
-                               segment_base=int(m.group(1)) if m else None)
+    return _records(iter_segment_units(path, partition, broker))
 
 
 def iter_buffer_records(
@@ -99,21 +91,94 @@ def iter_buffer_records(
 ) -> Iterator[Item]:
     """Like `iter_segment_records`, over segment bytes already in memory; `segment_base`
     is the base offset a segment file's name gives."""
+    return _records(iter_buffer_units(data, file=file, partition=partition, broker=broker,
+                                      segment_base=segment_base))
+
+
+def iter_segment_units(
+    path: str | Path,
+    partition: int | None = None,
+    broker: str | None = None,
+) -> Iterator[Item | V2Records]:
+    """`iter_segment_records` with each readable v2 batch's records left unparsed, as a
+    `V2Records`: for a consumer that handles whole batches (`decode`'s compiled path)."""
+    path = Path(path)
+    if partition is None:
+        partition = partition_from_path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return iter([SegmentError(str(path), broker, partition, 0, f"cannot read segment: {exc.strerror or exc}")])
+    m = SEGMENT_FILE.match(path.name)
+    return iter_buffer_units(data, file=str(path), partition=partition, broker=broker,
+                             segment_base=int(m.group(1)) if m else None)
+
+
+def iter_buffer_units(
+    data: bytes,
+    *,
+    file: str = "<memory>",
+    partition: int | None = None,
+    broker: str | None = None,
+    segment_base: int | None = None,
+) -> Iterator[Item | V2Records]:
     data = bytes(data)
     for frame, problem, first, last in judge(iter_frames(data), segment_base):
         if problem is not None:
             yield SegmentError(file, broker, partition, frame.pos, problem, first, last)
         elif frame.magic == 2:
-            yield from _read_v2(data, frame, file, broker, partition)
+            yield _open_v2(data, frame, file, broker, partition)
         else:
             yield from _read_legacy(data, frame, first, file, broker, partition)
 
 
+def _records(units: Iterator[Item | V2Records]) -> Iterator[Item]:
+    for unit in units:
+        if type(unit) is V2Records:
+            yield from unit.items()
+        else:
+            yield unit  # type: ignore[misc]
+
+
 # ------------------------------------------------------------------------ record batch v2
 
-def _read_v2(data: bytes, frame: Frame, file, broker, partition) -> list[Item]:
-    """Items of one v2 batch (framed, so its header is consistent and its CRC valid).
-    Returns a list: records pass through fewer generator levels."""
+@dataclass(slots=True)
+class V2Records:
+    """A v2 batch that checks out (framed, offsets judged, decompressed), its `count`
+    records not parsed yet: they are `buf[pos:end]`. `items()` parses them."""
+
+    batch: SegmentBatch
+    buf: bytes
+    pos: int
+    end: int
+    base_timestamp: int
+    log_append: bool
+    max_timestamp: int
+    last_delta: int
+
+    def items(self) -> list[Item]:
+        """The batch's records in offset order; a record that does not parse ends the
+        list with an error covering it and every offset after it. A list: records pass
+        through fewer generator levels."""
+        b = self.batch
+        items, problem = _v2_records(self.buf, self.pos, self.end, b.records_count, b, self.base_timestamp,
+                                     self.log_append, self.max_timestamp, self.last_delta)
+        if b.control:
+            for i, record in enumerate(items):
+                error = _decode_control(record)
+                if error is not None:
+                    items[i] = SegmentError(b.file, b.broker, b.partition, b.batch_position, error,
+                                            record.offset, record.offset)
+        if problem is not None:
+            first = items[-1].offset + 1 if items else b.base_offset
+            items.append(SegmentError(b.file, b.broker, b.partition, b.batch_position,
+                                      f"corrupt record in batch: {problem}", first, b.last_offset))
+        return items
+
+
+def _open_v2(data: bytes, frame: Frame, file, broker, partition) -> V2Records | SegmentBatch | SegmentError:
+    """One v2 batch (framed, so its header is consistent and its CRC valid): its records,
+    still to parse; or the batch itself when it is empty; or why it cannot be read."""
     (
         base_offset, _length, leader_epoch, magic, crc, attrs, last_delta,
         base_ts, max_ts, producer_id, producer_epoch, base_sequence, count,
@@ -121,18 +186,17 @@ def _read_v2(data: bytes, frame: Frame, file, broker, partition) -> list[Item]:
     pos, end, last_offset = frame.pos, frame.end, frame.last
     codec = attrs & 0x07
     if codec not in comp.CODEC_NAMES:
-        return [SegmentError(file, broker, partition, pos,
-                             f"unknown compression codec id {codec} in batch attributes {attrs:#06x}",
-                             base_offset, last_offset)]
+        return SegmentError(file, broker, partition, pos,
+                            f"unknown compression codec id {codec} in batch attributes {attrs:#06x}",
+                            base_offset, last_offset)
     log_append = bool(attrs & 0x08)
-    control = bool(attrs & 0x20)
     batch = SegmentBatch(
         file, broker, partition, pos, end - pos, base_offset, last_offset, magic,
         comp.CODEC_NAMES[codec],
         LOG_APPEND_TIME if log_append else CREATE_TIME,
         max_ts,
         bool(attrs & 0x10),  # transactional
-        control,
+        bool(attrs & 0x20),  # control
         producer_id,
         producer_epoch,
         base_sequence,
@@ -143,30 +207,17 @@ def _read_v2(data: bytes, frame: Frame, file, broker, partition) -> list[Item]:
         crc,
     )
     if count == 0:
-        return [batch]  # compaction leftover: keeps the producer's sequence state
+        return batch  # compaction leftover: keeps the producer's sequence state
     start = pos + V2_HEADER_SIZE
     if codec:
         cap = min(count * MAX_RECORD_BYTES, MAX_DECOMPRESSED_BATCH)
         try:
             buf = comp.decompress(codec, memoryview(data)[start:end], magic=2, limit=cap)
         except comp.CompressionError as exc:
-            return [SegmentError(file, broker, partition, pos, f"cannot decompress batch: {exc}",
-                                 base_offset, last_offset)]
-        rpos, rend = 0, len(buf)
-    else:
-        buf, rpos, rend = data, start, end
-
-    items, problem = _v2_records(buf, rpos, rend, count, batch, base_ts, log_append, max_ts, last_delta)
-    if control:
-        for i, record in enumerate(items):
-            error = _decode_control(record)
-            if error is not None:
-                items[i] = SegmentError(file, broker, partition, pos, error, record.offset, record.offset)
-    if problem is not None:
-        first = items[-1].offset + 1 if items else base_offset
-        items.append(SegmentError(file, broker, partition, pos, f"corrupt record in batch: {problem}",
-                                  first, last_offset))
-    return items
+            return SegmentError(file, broker, partition, pos, f"cannot decompress batch: {exc}",
+                                base_offset, last_offset)
+        return V2Records(batch, buf, 0, len(buf), base_ts, log_append, max_ts, last_delta)
+    return V2Records(batch, data, start, end, base_ts, log_append, max_ts, last_delta)
 
 
 def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:

@@ -114,21 +114,21 @@ def _cpus() -> int:
 
 def _write_lines(seg, kafka_version: str | None, out) -> Counter:
     """Every line of one segment file to the text stream `out`; counts per line kind."""
-    from pipelines.segments import iter_segment_records
     from pipelines.segments.jsonlines import LineEncoder
 
-    encode = LineEncoder(kafka_version).encode
     counts: Counter = Counter()
-    lines: list[str] = []
-    for item in iter_segment_records(seg.path, partition=seg.partition, broker=seg.broker):
-        line, kind = encode(item)
-        counts[kind] += 1
-        lines.append(line)
-        if len(lines) >= _FLUSH_EVERY:
-            out.write("\n".join(lines) + "\n")
-            lines.clear()
-    if lines:
-        out.write("\n".join(lines) + "\n")
+    pieces: list[str] = []
+    lines = 0
+    for text, kind, n in LineEncoder(kafka_version).segment(seg.path, partition=seg.partition, broker=seg.broker):
+        counts[kind] += n
+        pieces.append(text)
+        lines += n
+        if lines >= _FLUSH_EVERY:
+            out.write("".join(pieces))
+            pieces.clear()
+            lines = 0
+    if pieces:
+        out.write("".join(pieces))
     return counts
 
 
