@@ -179,14 +179,19 @@ def test_a_full_disk_is_refused_before_any_write(tiny_disk):
 
 def test_a_disk_that_fills_during_the_write_keeps_every_table_as_it_was(tiny_disk):
     """Past the free-space check (set to 0 here), the write itself runs out of space: exit 1,
-    the command's one line names the cause last, and no table moves (Delta commits are atomic;
-    delta-rs may print a panic of its own worker thread before that line)."""
+    one line naming the cause, and no table moves (Delta commits are atomic). delta-rs's
+    worker thread panics on its way out; that goes with the error, shown by --debug, not
+    ahead of the line."""
     lake = tiny_disk / "lake"
     before = snapshot(lake)
-    done = cli("ingest", "logs", str(MORE), "--lake", str(lake), "--cluster", "c1",
-               env={"REBALANCE_AUDIT_MIN_FREE_MB": "0"})
+    args = ("ingest", "logs", str(MORE), "--lake", str(lake), "--cluster", "c1")
+    done = cli(*args, env={"REBALANCE_AUDIT_MIN_FREE_MB": "0"})
     assert done.returncode == 1, done.stderr
-    ours = [line for line in done.stderr.splitlines() if line.startswith("rebalance-audit")]
-    assert len(ours) == 1 and done.stderr.rstrip().endswith(ours[0]), done.stderr
-    assert "no space left on the device" in ours[0] and str(lake) in ours[0]
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("rebalance-audit ingest: error: no space left on the device") and str(lake) in line
+    assert snapshot(lake) == before
+    debug = cli("--debug", *args, env={"REBALANCE_AUDIT_MIN_FREE_MB": "0"})
+    assert debug.returncode == 1 and "Traceback" in debug.stderr
+    assert "No space left on device" in debug.stderr
+    assert "delta-rs printed while this write failed" in debug.stderr and "panicked" in debug.stderr
     assert snapshot(lake) == before

@@ -23,10 +23,11 @@ from urllib.parse import unquote
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
-from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake import CommitProperties, DeltaTable, Transaction
 from deltalake.exceptions import CommitFailedError, TableNotFoundError
 
 from pipelines.lake import sparkio, txlog
+from pipelines.lake.native_stderr import write_deltalake
 from pipelines.lake.positions import Ledger, Positions
 
 # Column stamped with the committing version on append (see Lake._append_stamped).

@@ -30,7 +30,9 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.dataset as ds
-from deltalake import DeltaTable, write_deltalake
+from deltalake import DeltaTable
+
+from pipelines.lake.native_stderr import write_deltalake
 
 LEDGER = "_positions"
 SCHEMA = pa.schema([
