@@ -144,6 +144,9 @@ class _Consumer:
         self.secrets = [str(v) for k, v in config.items() if k not in ("bootstrap.servers",)]
         self.fatal: str | None = None
         self.all_down = False
+        # broker address → (its name, its latest connection error), latest last: named when
+        # a run stalls, so the error says which broker is in trouble, not only that one is.
+        self.broker_errors: dict[str, tuple[str, str]] = {}
         conf = _consumer_config(config)
         conf["error_cb"] = self._on_error
         conf["logger"] = CLIENT_LOG
@@ -161,6 +164,14 @@ class _Consumer:
             self.fatal = _mask(err.str(), self.secrets)
         elif err.code() == KafkaError._ALL_BROKERS_DOWN:
             self.all_down = True
+        elif err.code() == KafkaError._TRANSPORT:
+            # librdkafka words these "host:port/id: what happened", or "host:port/bootstrap"
+            # for a connection made before the broker's id was known: one entry per address.
+            broker, sep, what = _mask(err.str(), self.secrets).partition(": ")
+            address, slash, node = broker.partition("/")
+            if sep and slash:
+                self.broker_errors.pop(address, None)
+                self.broker_errors[address] = f"{address} (node {node})" if node.isdigit() else address, what
         elif err.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL):
             self.fatal = _mask(err.str(), self.secrets)
 
@@ -181,6 +192,29 @@ class _Consumer:
             why = _mask(str(t.error), self.secrets) if t is not None and t.error else "not found"
             raise IngestError(f"topic {topic} on {self.bootstrap}: {why}")
         return sorted(t.partitions)
+
+    def stall_detail(self, stuck: Iterable[int]) -> str:
+        """Which brokers lead the partitions a run waits for, and the brokers' latest
+        connection errors: what an SRE needs to know where to look."""
+        from confluent_kafka import KafkaException
+
+        parts = []
+        try:
+            md = self.c.list_topics(TOPIC, timeout=2.0)
+        except KafkaException:
+            md = None
+        if md is not None and TOPIC in md.topics:
+            by_leader: dict[str, list[int]] = {}
+            for p in sorted(stuck):
+                meta = md.topics[TOPIC].partitions.get(p)
+                leader = None if meta is None else md.brokers.get(meta.leader)
+                name = f"{leader.host}:{leader.port} (node {leader.id})" if leader is not None else "no leader"
+                by_leader.setdefault(name, []).append(p)
+            parts.append("; ".join(f"partitions {ps[:10]} led by {name}" for name, ps in sorted(by_leader.items())))
+        if self.broker_errors:
+            latest = list(self.broker_errors.values())[-5:]
+            parts.append("latest broker errors: " + "; ".join(f"{name}: {what}" for name, what in reversed(latest)))
+        return "".join(f" ({p})" for p in parts)
 
     def close(self) -> None:
         try:
@@ -308,10 +342,11 @@ def ingest_kafka(
             if consumer.fatal:
                 raise IngestError(f"Kafka client error: {consumer.fatal}")
             if time.monotonic() - last_progress > timeout:
+                stuck = sorted(set(partitions) - done)
                 raise IngestError(
                     f"no data from Kafka at {consumer.bootstrap} for {timeout:g}s and partitions "
-                    f"{sorted(set(partitions) - done)[:10]} not read to their end"
-                    + (" (all brokers down)" if consumer.all_down else "")
+                    f"{stuck[:10]} not read to their end"
+                    + (" (all brokers down)" if consumer.all_down else "") + consumer.stall_detail(stuck)
                 )
             want = 1000 if max_records is None else max(1, min(1000, max_records - summary.seen))
             for msg in consumer.c.consume(num_messages=want, timeout=0.2):
