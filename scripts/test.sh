@@ -10,7 +10,9 @@
 #    keep, and the scenario that ran is not the one scripted.
 # 2. Everything else on $TEST_WORKERS pytest-xdist workers. --dist loadscope keeps each
 #    module on one worker, so a module-scoped fixture (a materialized lake, a broker) is
-#    built once.
+#    built once. --no-loadscope-reorder keeps the order tests/conftest.py gives, the
+#    longest modules first; xdist's own would start the modules with most tests first and
+#    leave the few-test, many-minute ones to the end, one worker idling.
 #
 # Extra pytest arguments pass to both phases (e.g. --durations=30, -k gold). A phase
 # that selects nothing (pytest's exit code 5) is not a failure unless neither phase
@@ -34,7 +36,7 @@ phase() {
 lint=$?
 .venv/bin/mypy --no-error-summary || lint=1
 phase -m alone -n 0 "$@"
-phase -m "not alone" -n "$WORKERS" --dist loadscope "$@"
+phase -m "not alone" -n "$WORKERS" --dist loadscope --no-loadscope-reorder "$@"
 [ "$ran" -eq 0 ] && exit 5
 [ "$status" -eq 0 ] && [ "$lint" -ne 0 ] && status=$lint
 exit "$status"

@@ -23,7 +23,7 @@ from dashboards.report import write_report
 from dashboards.safe import page_name
 from pipelines.lake import Lake
 from rebalance_audit.cli import main
-from tests.recordings_lake import segments_lake, spark  # noqa: F401
+from tests.recordings_lake import findings_lake, spark  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "test-artifacts" / "dashboards"
@@ -36,37 +36,9 @@ HOSTILE_MEMBER_PREFIX = "<b>m</b>\u202e\x1b[31m"
 pytestmark = pytest.mark.skipif(find_chromium() is None, reason="chromium missing: run scripts/setup-browser.sh")
 
 
-def _build_gold(lake: Lake) -> None:
-    try:
-        from pipelines.gold.runner import update_gold
-    except ImportError:
-        update_gold = None
-    if update_gold is not None:
-        update_gold(lake)
-        return
-    from pipelines.gold import GoldInputs, build_all
-
-    required = ("offset_commits", "group_generations", "member_assignments")
-    optional = ("consumer_group_epochs", "consumer_group_members", "current_assignments", "target_assignments",
-                "topic_ids", "coordinator_events", "partition_end_offsets")
-    inputs = GoldInputs(**{t: lake.read(t) for t in required}, **{t: lake.read(t) for t in optional if lake.exists(t)},
-                        bronze_positions=lake.read("offsets_records").select("cluster", "partition", "offset", "control"))
-    for name, df in build_all(inputs).items():
-        lake.write_df(name, df, mode="overwrite", partition_by=["cluster"])
-
-
 @pytest.fixture(scope="module")
-def gold_lake(segments_lake):  # noqa: F811
-    if not segments_lake.exists("rebalance_episodes"):
-        _build_gold(segments_lake)
-    if not segments_lake.exists("whatif_summary"):
-        try:
-            from pipelines.whatif.spark_job import update_whatif
-        except ImportError:
-            update_whatif = None
-        if update_whatif is not None:
-            update_whatif(segments_lake)
-    return segments_lake
+def gold_lake(findings_lake):  # noqa: F811
+    return findings_lake
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 
 from pipelines.lake import Lake
 from quality import check_tables
-from tests.recordings_lake import segments_lake, spark  # noqa: F401
+from tests.recordings_lake import findings_lake, spark  # noqa: F401
 from tests.spark_fixture import spark_jobs
 
 TABLES = ("ownership_intervals", "group_generations", "offset_commits", "offsets_records", "quarantine")
@@ -31,14 +31,10 @@ def _violations(report):
 
 
 @pytest.fixture(scope="module")
-def lake(segments_lake, spark, tmp_path_factory):  # noqa: F811
-    from pipelines.gold.runner import update_gold
-
-    if not segments_lake.exists("ownership_intervals"):
-        update_gold(segments_lake)
+def lake(findings_lake, spark, tmp_path_factory):  # noqa: F811
     lake = Lake(tmp_path_factory.mktemp("incremental-quality-lake"), spark=spark)
     for t in TABLES:
-        lake.write_df(t, segments_lake.read(t), partition_by=["cluster"])
+        lake.write_df(t, findings_lake.read(t), partition_by=["cluster"])
     return lake
 
 

@@ -22,22 +22,15 @@ from pyspark.sql import functions as F
 from pipelines.lake import Lake
 from quality import SUITES, check_tables
 from quality.results import TABLE as RESULTS
-from tests.recordings_lake import segments_lake, spark  # noqa: F401
+from tests.recordings_lake import findings_lake, spark  # noqa: F401
 
 BROKEN = ("ownership_intervals", "group_generations", "offset_commits")
 
 
 @pytest.fixture(scope="module")
-def full_lake(segments_lake):  # noqa: F811
+def full_lake(findings_lake):  # noqa: F811
     """The recordings lake with gold and what-if built by their own runners."""
-    from pipelines.gold.runner import update_gold
-    from pipelines.whatif.spark_job import update_whatif
-
-    if not segments_lake.exists("ownership_intervals"):
-        update_gold(segments_lake)
-    if not segments_lake.exists("whatif_episodes"):
-        update_whatif(segments_lake)
-    return segments_lake
+    return findings_lake
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.lake import Lake
+from pipelines.spark import SMALL_LAKE_CONF
 from testbed.spark_standalone import StandaloneCluster
 from tests.conftest import RECORDINGS
 
@@ -52,11 +53,16 @@ def _contents(lake: Lake, name: str) -> list:
 def test_standalone_cluster_gives_the_same_tables_as_local_mode(tmp_path):
     local_lake, cluster_lake = tmp_path / "local", tmp_path / "cluster"
     # On a cluster the pipeline forces no Spark setting: the operator's spark-defaults.conf
-    # stands. Sized, as an operator would, for a lake of a few thousand rows.
+    # stands. Sized, as an operator would, for a lake of a few thousand rows: the settings
+    # of the small-lake profile (pipelines/spark.py: they change how fast, never what) on
+    # the driver and the executors, but four shuffle partitions, so that rows really move
+    # between the executor's tasks.
+    jvm = SMALL_LAKE_CONF["spark.driver.extraJavaOptions"]
+    conf = {**SMALL_LAKE_CONF, "spark.sql.shuffle.partitions": "4", "spark.default.parallelism": "4",
+            "spark.databricks.delta.snapshotPartitions": "4", "spark.executor.extraJavaOptions": jvm}
     conf_dir = tmp_path / "spark-conf"
     conf_dir.mkdir()
-    (conf_dir / "spark-defaults.conf").write_text("spark.sql.shuffle.partitions  4\n"
-                                                  "spark.databricks.delta.snapshotPartitions  4\n")
+    (conf_dir / "spark-defaults.conf").write_text("".join(f"{k}  {v}\n" for k, v in conf.items()))
     with StandaloneCluster(cores=2, memory="1g", workdir=tmp_path / "spark") as cluster:
         _run_pipeline(cluster_lake, cluster.master_url, env={"SPARK_CONF_DIR": str(conf_dir)})
         # The executors really ran on the worker: its work folder holds this application.
