@@ -38,7 +38,7 @@ LONGEST_FIRST = (  # measured: `make test PYTEST_ARGS=--durations=120`, 2026-11-
     "test_spark_standalone", "test_gold_incremental", "test_run_killed", "test_dashboards_report",
     "test_gold_findings", "test_quality_suites", "test_coordinator_failover", "test_assets_run_cli",
     "test_lake_lock", "test_silver_recordings", "test_assets_materialize", "test_silver_incremental",
-    "test_ingest_live", "test_quality_incremental", "test_whatif_incremental", "test_whatif_recordings",
+    "test_ingest_live", "test_ingest_broker_trouble", "test_quality_incremental", "test_whatif_incremental", "test_whatif_recordings",
     "test_maintain_cli", "test_shell",
 )
 
