@@ -24,11 +24,13 @@ so the master and config of the first call win.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 DEFAULT_MASTER = "local[*]"
@@ -322,3 +324,22 @@ def startup() -> tuple[float, float] | None:
     """(epoch seconds, seconds taken) of this process's SparkContext start (the JVM), or None
     if none was started here: a run reports it apart from the step that happened to pay it."""
     return _started
+
+
+@contextlib.contextmanager
+def reliable_checkpoints(spark, base_uri: str) -> Iterator[None]:
+    """Where `DataFrame.checkpoint` writes while the block runs, on a cluster: a folder of
+    Spark's under `base_uri`/_checkpoints (a lake's root: storage every executor reaches),
+    removed afterwards. In local mode nothing: results are checkpointed locally there
+    (pipelines.gold.pin)."""
+    sc = spark.sparkContext
+    if sc.master.startswith("local"):
+        yield
+        return
+    sc.setCheckpointDir(f"{base_uri.rstrip('/')}/_checkpoints")  # Spark adds a folder of its own
+    folder = sc.getCheckpointDir()
+    try:
+        yield
+    finally:
+        path = sc._jvm.org.apache.hadoop.fs.Path(folder)
+        path.getFileSystem(sc._jsc.hadoopConfiguration()).delete(path, True)

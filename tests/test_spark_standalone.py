@@ -83,3 +83,64 @@ def test_standalone_cluster_gives_the_same_tables_as_local_mode(tmp_path):
         compared += bool(ca)
     # bronze, silver and gold tables with rows were compared, not just empty ones
     assert compared >= 8
+
+
+# A driver of its own (one SparkContext per process) that pins a result the way gold does,
+# SIGKILLs every executor of the application, waits for the master's replacement, then reads
+# the pinned result. "local" checkpoints it as gold did before (in the executor's block
+# manager), the oracle that the loss is real.
+PIN_THEN_LOSE_THE_EXECUTOR = r"""
+import contextlib, os, sys, time
+from pathlib import Path
+from pyspark.sql import SparkSession, functions as F
+from pipelines.gold import pin
+from pipelines.spark import reliable_checkpoints
+
+master, lake, workdir, how = sys.argv[1:5]
+spark = SparkSession.builder.master(master).appName("pin-" + how).getOrCreate()
+jsc = spark.sparkContext._jsc.sc()
+
+def executors():
+    pids = set()
+    for proc in Path("/proc").iterdir():
+        try:
+            if os.readlink(proc / "cwd").startswith(workdir) and b"CoarseGrainedExecutorBackend" in (proc / "cmdline").read_bytes():
+                pids.add(int(proc.name))
+        except (OSError, ValueError):
+            pass
+    return pids
+
+with reliable_checkpoints(spark, lake) if how == "reliable" else contextlib.nullcontext():
+    df = spark.range(0, 200_000, numPartitions=4).withColumn("k", F.col("id") % 7)
+    pinned = pin(df) if how == "reliable" else df.localCheckpoint(eager=True)
+    lost = executors()
+    assert lost, "no executor found"
+    for pid in lost:
+        os.kill(pid, 9)
+    deadline = time.monotonic() + 120
+    while not (executors() - lost) or jsc.getExecutorMemoryStatus().size() < 2:
+        assert time.monotonic() < deadline, "no new executor"
+        time.sleep(0.5)
+    print("ROWS", pinned.groupBy("k").count().agg(F.sum("count")).first()[0], flush=True)
+    if how == "reliable":
+        print("FILES", sum(1 for _ in Path(lake, "_checkpoints").rglob("part-*")), flush=True)
+print("LEFT", sum(1 for _ in Path(lake, "_checkpoints").rglob("part-*")) if Path(lake, "_checkpoints").exists() else 0)
+"""
+
+
+def test_results_gold_pins_outlive_the_executor_that_computed_them(tmp_path):
+    with StandaloneCluster(cores=1, memory="1g", workdir=tmp_path / "spark") as cluster:
+        runs = {}
+        for how in ("local", "reliable"):
+            runs[how] = subprocess.run(
+                [sys.executable, "-c", PIN_THEN_LOSE_THE_EXECUTOR, cluster.master_url, str(tmp_path / how),
+                 str(tmp_path / "spark" / "work"), how],
+                capture_output=True, text=True, timeout=600, env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+    # Checkpointed in the lost executor, the result is gone with it.
+    assert runs["local"].returncode != 0 and "ROWS" not in runs["local"].stdout
+    assert "checkpoint" in runs["local"].stderr.lower(), runs["local"].stderr[-3000:]
+    # Checkpointed under the lake, every row is read back by the new executor; the folder
+    # is removed when the job is done.
+    assert runs["reliable"].returncode == 0, runs["reliable"].stderr[-3000:]
+    lines = dict(line.split() for line in runs["reliable"].stdout.splitlines())
+    assert lines["ROWS"] == "200000" and int(lines["FILES"]) >= 4 and lines["LEFT"] == "0"

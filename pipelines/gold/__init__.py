@@ -8,14 +8,21 @@ from __future__ import annotations
 from .model import GoldInputs, GoldParams
 
 
-def _pin(df):
+def pin(df):
     """Materialize a result several tables build on, and cut its lineage.
 
     Without this every table re-plans (and re-runs) the whole chain beneath it; the plans of
     the later tables grow to thousands of nodes and Spark spends more time planning and
-    scheduling than computing. Checkpointed locally (executor memory/disk), not to storage.
+    scheduling than computing. In local mode the result is checkpointed in the executor's
+    memory and disk. On a cluster an executor can go away (a lost node, a preempted VM) and
+    take such blocks with it, failing every later job that reads them: there it is written
+    to the checkpoint folder under the lake (`pipelines.spark.reliable_checkpoints`, which
+    the gold runner opens), which every executor reads.
     """
-    return df.localCheckpoint(eager=True)
+    sc = df.sparkSession.sparkContext
+    if sc.master.startswith("local") or sc.getCheckpointDir() is None:
+        return df.localCheckpoint(eager=True)
+    return df.checkpoint(eager=True)
 
 
 def build_all(inputs: GoldInputs, params: GoldParams | None = None) -> dict:
@@ -31,13 +38,13 @@ def build_all(inputs: GoldInputs, params: GoldParams | None = None) -> dict:
     # Parquet files (a pin costs a Spark job per input and holds every input in memory).
     # The intermediate results several tables share are pinned once.
     snaps = ownership.assignment_snapshots(inputs)  # a projection: cheaper re-read than pinned
-    holdings = _pin(ownership.build_ownership_intervals(inputs, snaps, params))
-    attributed = _pin(ownership.build_commit_attribution(inputs, holdings))
+    holdings = pin(ownership.build_ownership_intervals(inputs, snaps, params))
+    attributed = pin(ownership.build_commit_attribution(inputs, holdings))
     # Each handover's old owner's stop: the duplicate windows and the episodes' unconsumed time.
-    handed = _pin(duplicates.handover_estimates(inputs, holdings, attributed, params))
+    handed = pin(duplicates.handover_estimates(inputs, holdings, attributed, params))
     # Lag: a table of its own, and each episode's lag when it started.
-    lags = _pin(lag.build_consumer_lag(inputs))
-    eps = _pin(lag.with_lag_at_start(
+    lags = pin(lag.build_consumer_lag(inputs))
+    eps = pin(lag.with_lag_at_start(
         episodes.with_unconsumed(episodes.build_rebalance_episodes(inputs, snaps, params), handed), lags))
     out = {
         "ownership_intervals": holdings,

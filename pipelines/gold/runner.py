@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from pipelines.lake import Positions
+from pipelines.spark import reliable_checkpoints
 
 from . import incremental, settings, summary
 from .model import GoldInputs, GoldParams
@@ -202,8 +203,10 @@ def update_gold(lake, params: GoldParams | None = None, cluster_settings: Iterab
         run.rows_written[name] = lake.commit_rows(name, version)
         log.info("gold %s: %d rows written", name, run.rows_written[name])
 
-    for name, df in build_all(inputs, params).items():
-        write(name, df)
+    # On a cluster, the results build_all pins go to storage under the lake (see pin).
+    with reliable_checkpoints(lake.spark, lake.root):
+        for name, df in build_all(inputs, params).items():
+            write(name, df)
     # The summary folds the tables just written (their rows of the groups this run covers),
     # so its figures are those tables' by construction; written last, so a run killed
     # before it recomputes it (it is behind) from tables already up to date.
