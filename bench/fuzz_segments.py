@@ -19,7 +19,8 @@ What is checked, per reader input, against the decoding of the unmutated bytes:
   the end of the damage -- unless nothing is left to see (the mutation removed whole
   batches, zeroed a tail from a batch boundary like a preallocated segment, or only
   changed a field no checksum covers within believable values);
-* record offsets increase through the file and every offset and timestamp fits int64.
+* record offsets increase through the file and every offset and timestamp fits int64;
+* `decode`'s lines through its compiled core (native/) are the pure-Python path's text.
 Per codec input: a decoded record or `CodecError`, nothing else, no hang.
 
     .venv/bin/python bench/fuzz_segments.py                 # 1,000,000 inputs
@@ -49,6 +50,8 @@ from pipelines.codec import CodecError, decode_record, encode_key, encode_value 
 from pipelines.segments import SegmentBatch, SegmentError, SegmentRecord, iter_buffer_records  # noqa: E402
 from pipelines.segments import compression as comp  # noqa: E402
 from pipelines.segments.framing import DAMAGED, iter_frames  # noqa: E402
+from pipelines.segments.jsonlines import LineEncoder, _native  # noqa: E402
+from pipelines.segments.reader import iter_buffer_units  # noqa: E402
 from pipelines.segments.paths import SEGMENT_FILE  # noqa: E402
 from pipelines.segments.writer import (  # noqa: E402
     WriteRecord,
@@ -396,6 +399,7 @@ class Outcome:
     excused: int = 0  # intact batches lost to offsets a forged field claims (reported)
     unreported: bool = False
     broken_invariant: str | None = None
+    native_differs: bool = False  # decode's compiled core wrote other lines than Python
     reasons: Counter = field(default_factory=Counter)
 
 
@@ -458,12 +462,20 @@ def check_reader(seed: Seed, window: tuple[int, int], mut: Mutation) -> Outcome:
         else:
             out.lost.append((pos, base, lb))
     out.broken_invariant = _invariants(items, seed.segment_base)
+    out.native_differs = _native is not None and _lines(mut.data, seed.segment_base, True) != \
+        _lines(mut.data, seed.segment_base, False)
     if (mut.must_report and all(_leaves_something(t, batches) for t in tellings)
             and not _whole_batches_deleted(tellings[2], tellings[1], batches)):
         out.unreported = not any(
             _damage_start(t, batches) <= e.batch_position <= t.d0 + t.ins for t in tellings for e in errors
         )
     return out
+
+
+def _lines(data: bytes, segment_base: int | None, compiled: bool) -> str:
+    """What `decode` prints for these bytes, through its compiled core or Python alone."""
+    units = iter_buffer_units(data, segment_base=segment_base)
+    return "".join(text for text, _, _ in LineEncoder(compiled=compiled).segment_units(units))
 
 
 def _intact(mut: Mutation, batches) -> dict[int, int]:
@@ -632,6 +644,7 @@ class Tally:
     excused: int = 0
     unreported: list = field(default_factory=list)
     broken: list = field(default_factory=list)
+    native_differs: list = field(default_factory=list)
     reasons: Counter = field(default_factory=Counter)
     codec_reasons: Counter = field(default_factory=Counter)
 
@@ -647,6 +660,8 @@ class Tally:
             self.unreported.append(o.kind)
         if o.broken_invariant:
             self.broken.append((o.kind, o.broken_invariant))
+        if o.native_differs:
+            self.native_differs.append(o.kind)
         self.excused += o.excused
         (self.codec_reasons if side == "codec" else self.reasons).update(o.reasons)
 
@@ -675,6 +690,8 @@ def report(tally: Tally, seconds: float) -> str:
         f"lost to a forged offset claim, reported: {tally.excused}",
         f"damage not reported: {len(tally.unreported)}",
         f"broken invariants (offset order, int64): {len(tally.broken)}",
+        f"decode's compiled core unlike Python: {len(tally.native_differs)}"
+        + ("" if _native is not None else " (core not built: not checked)"),
         f"peak RSS: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB",
         "reader quarantine rows by reason:",
         *(f"  {n:>10,}  {r}" for r, n in tally.reasons.most_common()),

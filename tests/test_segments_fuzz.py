@@ -54,6 +54,7 @@ def test_fuzz_slice(seeds):
     assert not tally.lost, report
     assert not tally.unreported, report
     assert not tally.broken, report
+    assert not tally.native_differs, report
     assert sum(tally.reasons.values()) > 1000  # the mutations did hit
 
 
