@@ -7,7 +7,8 @@
 * `generation_history_starts_late`: a group's first persisted generation is above 1 and
   records before it are missing.
 * `offsets_deleted`: an offset tombstone (expiry, DeleteGroups, OffsetDelete).
-* `group_deleted`: a group tombstone; the next records start a new incarnation.
+* `group_deleted`: a group tombstone; the next records start a new incarnation. (A
+  conversion to the consumer protocol, which tombstones the classic record, is none.)
 """
 from __future__ import annotations
 
@@ -54,7 +55,10 @@ def build_coverage_gaps(inputs: GoldInputs) -> DataFrame:
     parts.append(tomb.select("cluster", "group_id", "topic", "partition", F.lit("offsets_deleted").alias("kind"),
                              ms("record_ts").alias("from_ms"), F.lit(None).cast("long").alias("to_ms"), F.col("log_offset").alias("log_from"),
                              F.lit(None).cast("long").alias("log_to"), F.lit("offset tombstone").alias("detail")))
-    gt = inputs.group_generations.where(F.col("is_deletion"))
+    g = inputs.group_generations
+    # A conversion to the consumer protocol tombstones the classic record of a group that lives on.
+    converted = F.coalesce(F.col("converted"), F.lit(False)) if "converted" in g.columns else F.lit(False)
+    gt = g.where(F.col("is_deletion") & ~converted)
     parts.append(gt.select("cluster", "group_id", F.lit(None).cast("string").alias("topic"), F.lit(None).cast("int").alias("partition"),
                            F.lit("group_deleted").alias("kind"), ms("record_ts").alias("from_ms"), F.lit(None).cast("long").alias("to_ms"),
                            F.col("log_offset").alias("log_from"), F.lit(None).cast("long").alias("log_to"),

@@ -67,6 +67,21 @@ def _snapshot_owners(inputs: GoldInputs, snaps: DataFrame) -> DataFrame:
     return grid.join(o, TP_KEYS + ["snap_pos"], "left")
 
 
+def _after_conversion(inputs: GoldInputs, snaps: DataFrame) -> DataFrame:
+    """`_converted_back`: the snapshot is the group's first classic record after a conversion
+    to the consumer protocol (a `converted` tombstone between it and the one before)."""
+    g = inputs.group_generations
+    if "converted" not in g.columns:
+        return snaps.withColumn("_converted_back", F.lit(False))
+    conv = g.where(F.col("is_deletion") & F.coalesce(F.col("converted"), F.lit(False))) \
+        .select(*GROUP_KEYS, F.col("log_offset").alias("_conv_pos"))
+    hit = snaps.select(*GROUP_KEYS, "snap_pos", "prev_pos").join(conv, GROUP_KEYS) \
+        .where((F.col("_conv_pos") < F.col("snap_pos")) & (F.col("_conv_pos") > F.coalesce("prev_pos", F.lit(-1)))) \
+        .select(*GROUP_KEYS, "snap_pos").distinct().withColumn("_converted_back", F.lit(True))
+    return snaps.join(hit, GROUP_KEYS + ["snap_pos"], "left") \
+        .withColumn("_converted_back", F.coalesce(F.col("_converted_back"), F.lit(False)))
+
+
 def _classic(inputs: GoldInputs, snaps: DataFrame) -> DataFrame:
     w = Window.partitionBy(*GROUP_KEYS).orderBy("snap_pos")
     s = snaps.withColumn("prev_gen", F.lag("generation").over(w)).withColumn("prev_pos", F.lag("snap_pos").over(w)) \
@@ -84,7 +99,7 @@ def _classic(inputs: GoldInputs, snaps: DataFrame) -> DataFrame:
     )
     s = s.join(moves, GROUP_KEYS + ["snap_pos"], "left")
     s = s.withColumn("prev_unowned", F.lag(F.col("n_parts") - F.col("n_owned")).over(w))
-    changed = s.where(F.col("generation") > F.coalesce("prev_gen", F.lit(0)))
+    changed = _after_conversion(inputs, s.where(F.col("generation") > F.coalesce("prev_gen", F.lit(0))))
     holes = _holes(inputs)
     if holes is not None:
         gap = changed.select(*GROUP_KEYS, "coordinator_partition", "snap_pos", "prev_pos").join(holes, ["cluster", "coordinator_partition"]) \
@@ -95,6 +110,10 @@ def _classic(inputs: GoldInputs, snaps: DataFrame) -> DataFrame:
         changed = changed.withColumn("_hole", F.lit(None).cast("boolean"))
     coop = F.coalesce(F.col("protocol"), F.lit("")).contains("cooperative")
     phase2 = coop & (F.coalesce("prev_unowned", F.lit(0)) > 0) & (F.col("moved_in") > 0) & (F.col("prev_gen") == F.col("generation") - 1)
+    # The first classic record after the group was a consumer group is the conversion back,
+    # not a classic rebalance: its generation is the consumer group's epoch, and the
+    # rebalance the conversion starts is the next generation. No episode, no skipped ones.
+    changed = changed.where(~F.col("_converted_back"))
     done = changed.select(
         *GROUP_KEYS, F.lit("classic").alias("protocol_kind"), "protocol",
         F.coalesce("prev_gen", F.col("generation") - 1).alias("from_generation"),

@@ -77,6 +77,7 @@ def _classic_intervals(inputs: GoldInputs, snaps: DataFrame) -> DataFrame:
     present = inputs.member_assignments.select(*GROUP_KEYS, F.col("log_offset").alias("end_pos"), "member_id").distinct() \
         .withColumn("_present", F.lit(True))
     runs = runs.join(present, GROUP_KEYS + ["end_pos", "member_id"], "left")
+    runs = _ended_by_tombstones(inputs, runs)
     return runs.where(F.col("member_id").isNotNull()).select(
         *GROUP_KEYS, F.lit("classic").alias("protocol_kind"), "protocol", "topic", "partition",
         "member_id", "group_instance_id", "client_id", "client_host", "session_timeout_ms", "rebalance_timeout_ms",
@@ -84,6 +85,30 @@ def _classic_intervals(inputs: GoldInputs, snaps: DataFrame) -> DataFrame:
         "from_ms", "to_ms", "start_generation", "end_generation", "end_join_ts",
         F.when(F.col("end_pos").isNull(), F.lit(None).cast("boolean")).otherwise(F.col("_present").isNull()).alias("owner_left"),
     )
+
+
+def _ended_by_tombstones(inputs: GoldInputs, runs: DataFrame) -> DataFrame:
+    """A classic owner ends at the first GroupMetadata tombstone after its start when that
+    comes before its next snapshot (or it has none). A deletion ends the group, and its
+    owner with it; a conversion to the consumer protocol (silver's `converted`) ends the
+    classic records only: the member goes on in the consumer group's records, so it did not
+    leave, and the group's next classic snapshot (after a conversion back) starts afresh."""
+    g = inputs.group_generations
+    converted = F.coalesce(F.col("converted"), F.lit(False)) if "converted" in g.columns else F.lit(False)
+    tombs = g.where(F.col("is_deletion")).select(
+        *GROUP_KEYS, F.col("log_offset").alias("_tomb_pos"), ms("record_ts").alias("_tomb_ms"),
+        converted.alias("_converted"))
+    first_after = runs.select(*TP_KEYS, "start_pos").join(tombs, GROUP_KEYS) \
+        .where(F.col("_tomb_pos") > F.col("start_pos")) \
+        .groupBy(*TP_KEYS, "start_pos").agg(F.min_by(F.struct("_tomb_pos", "_tomb_ms", "_converted"), "_tomb_pos").alias("_t"))
+    runs = runs.join(first_after, TP_KEYS + ["start_pos"], "left")
+    ended = F.col("_t").isNotNull() & (F.col("end_pos").isNull() | (F.col("_t._tomb_pos") < F.col("end_pos")))
+    return runs.withColumn("end_pos", F.when(ended, F.col("_t._tomb_pos")).otherwise(F.col("end_pos"))) \
+        .withColumn("to_ms", F.when(ended, F.col("_t._tomb_ms")).otherwise(F.col("to_ms"))) \
+        .withColumn("end_join_ts", F.when(ended, F.lit(None)).otherwise(F.col("end_join_ts"))) \
+        .withColumn("end_generation", F.when(ended, F.lit(None)).otherwise(F.col("end_generation"))) \
+        .withColumn("_present", F.when(ended, F.when(F.col("_t._converted"), F.lit(True))).otherwise(F.col("_present"))) \
+        .drop("_t")
 
 
 def topic_names(inputs: GoldInputs) -> DataFrame | None:

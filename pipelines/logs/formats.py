@@ -361,6 +361,11 @@ FORMATS: tuple[Format, ...] = (
        r"(?P<protocol>\w+) protocol\.$", _join_trigger),
     _f("member_joined", "Java 3.8+", "joins the consumer group using the",
        rf"^\[GroupId {GL}\] Member {M} joins the consumer group using the (?P<protocol>\w+) protocol\.$", _join_trigger),
+    # A classic-protocol member's first JoinGroup to a consumer group (the group converted
+    # from classic, or joined during a migration): asked to rejoin with the id made for it.
+    _f("member_joined", "Java 3.8+ (classic member)", "Dynamic member with unknown member id joins the consumer group",
+       rf"^\[GroupId {GL}\] Dynamic member with unknown member id joins the consumer group\. Created a new member id "
+       rf"{M} and requesting the member to rejoin with this id\.$", _join_trigger, protocol="classic"),
     _f("member_joined", "Java 3.7", "joins the consumer group.",
        rf"^\[GroupId {GL}\] (?:Static )?Member {M} joins the consumer group\.$", _join_trigger, protocol="consumer"),
     _f("static_member_replaced", "Java 3.8+", "re-joins the consumer group using the",

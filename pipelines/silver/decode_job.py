@@ -200,8 +200,39 @@ def resolve_transactions(commits: DataFrame, bronze_markers: DataFrame) -> tuple
     return plain.select(*names).unionByName(committed.select(*names)), still_open.select(*names)
 
 
+# Tables of the consumer protocol's records that name a group (KIP-848, types 3, 5-8).
+KIP848_GROUP_TABLES = [t for t in CONSUMER_GROUP_TABLES if t != "topic_ids"]
+
+
+def mark_conversions(generations: DataFrame, decoded: DataFrame) -> DataFrame:
+    """`converted`: true on a GroupMetadata tombstone the coordinator wrote when it converted
+    the group to the consumer protocol (KIP-848's online migration, Kafka 3.8+), which ends
+    the classic records of a group that lives on, not the group.
+
+    A conversion is one atomic batch: the classic group's tombstone, then the consumer
+    group's records. So a tombstone whose next record in its coordinator partition is a
+    KIP-848 record of the same group is a conversion; a deletion (DeleteGroups, expiry) is
+    followed by no record of its group in its batch. The conversion back (the last
+    consumer-protocol member left) writes the consumer group's tombstones and then a
+    GroupMetadata record: no classic tombstone."""
+    following = decoded.where(F.col(TABLE_COLUMN).isin(KIP848_GROUP_TABLES)).select(
+        "cluster", "coordinator_partition", (F.col("log_offset") - 1).alias("log_offset"), "group_id"
+    ).distinct().withColumn("_next_is_kip848", F.lit(True))
+    keys = ["cluster", "coordinator_partition", "log_offset", "group_id"]
+    return generations.join(F.broadcast(following), keys, "left").withColumn(
+        "converted", F.col("is_deletion") & F.coalesce(F.col("_next_is_kip848"), F.lit(False))
+    ).drop("_next_is_kip848")
+
+
+def ends_incarnation(generations: DataFrame) -> F.Column:
+    """A deletion that is not a conversion (lakes written before `converted` have none)."""
+    converted = F.coalesce(F.col("converted"), F.lit(False)) if "converted" in generations.columns else F.lit(False)
+    return F.col("is_deletion") & ~converted
+
+
 def add_incarnations(generations: DataFrame, prior_deletions: DataFrame | None) -> DataFrame:
-    """Number each group's incarnations: a deletion (tombstone) ends one, the next record starts another.
+    """Number each group's incarnations: a deletion (tombstone) ends one, the next record starts
+    another. A conversion to the consumer protocol (`mark_conversions`) ends none.
 
     `prior_deletions` (cluster, group_id, deletions) counts deletions already in silver, so
     an incremental run continues the numbering. The deletion row itself belongs to the
@@ -210,7 +241,7 @@ def add_incarnations(generations: DataFrame, prior_deletions: DataFrame | None) 
     w = Window.partitionBy("cluster", "group_id").orderBy("coordinator_partition", "log_offset").rowsBetween(
         Window.unboundedPreceding, -1
     )
-    before = F.coalesce(F.sum(F.col("is_deletion").cast("int")).over(w), F.lit(0))
+    before = F.coalesce(F.sum(ends_incarnation(generations).cast("int")).over(w), F.lit(0))
     out = generations.withColumn("_local", before)
     if prior_deletions is not None:
         out = out.join(prior_deletions, ["cluster", "group_id"], "left")

@@ -181,7 +181,7 @@ def _update_classic(lake, run: SilverRun, decoded: DataFrame, pending: dict, pre
                 if table in pending:
                     _advance(lake, table, decode_job.DECODED_TABLES[table], BRONZE_OFFSETS, run.bronze_version)
             return
-        new = decode_job.table_rows(decoded, "group_generations", gen_since)
+        new = decode_job.mark_conversions(decode_job.table_rows(decoded, "group_generations", gen_since), decoded)
         generations, late, late_generations = _number_incarnations(lake, new, gen_since)
     else:
         # Only the members are behind (a crash between the two writes below): the
@@ -235,12 +235,12 @@ def _number_incarnations(lake, new: DataFrame, since: int):
     if late.isEmpty():
         late = None
     in_order = new if late is None else new.join(late, GROUP, "left_anti")
-    prior = old.where(F.col("is_deletion")).groupBy(*GROUP).agg(F.count("*").alias("deletions"))
+    prior = old.where(decode_job.ends_incarnation(old)).groupBy(*GROUP).agg(F.count("*").alias("deletions"))
     generations = decode_job.add_incarnations(in_order, prior)
     if late is None:
         return generations, None, None
     history = old.join(late, GROUP, "left_semi").drop("incarnation") \
-        .unionByName(new.join(late, GROUP, "left_semi")).dropDuplicates(GENERATION_ROW)
+        .unionByName(new.join(late, GROUP, "left_semi"), allowMissingColumns=True).dropDuplicates(GENERATION_ROW)
     return generations, late, decode_job.add_incarnations(history, None)
 
 
