@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from .episodes import _holes
-from .model import GoldInputs, ms
+from .model import GoldInputs, converted, ms
 
 COLUMNS = ["cluster", "group_id", "topic", "partition", "kind", "from_ts", "to_ts", "log_from", "log_to", "detail"]
 
@@ -57,8 +57,7 @@ def build_coverage_gaps(inputs: GoldInputs) -> DataFrame:
                              F.lit(None).cast("long").alias("log_to"), F.lit("offset tombstone").alias("detail")))
     g = inputs.group_generations
     # A conversion to the consumer protocol tombstones the classic record of a group that lives on.
-    converted = F.coalesce(F.col("converted"), F.lit(False)) if "converted" in g.columns else F.lit(False)
-    gt = g.where(F.col("is_deletion") & ~converted)
+    gt = g.where(F.col("is_deletion") & ~converted(g))
     parts.append(gt.select("cluster", "group_id", F.lit(None).cast("string").alias("topic"), F.lit(None).cast("int").alias("partition"),
                            F.lit("group_deleted").alias("kind"), ms("record_ts").alias("from_ms"), F.lit(None).cast("long").alias("to_ms"),
                            F.col("log_offset").alias("log_from"), F.lit(None).cast("long").alias("log_to"),

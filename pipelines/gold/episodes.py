@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from . import events as ev_mod
-from .model import GoldInputs, GoldParams, ms
+from .model import GoldInputs, GoldParams, converted, ms
 from .ownership import GROUP_KEYS, TP_KEYS
 
 COLUMNS = [
@@ -71,9 +71,7 @@ def _after_conversion(inputs: GoldInputs, snaps: DataFrame) -> DataFrame:
     """`_converted_back`: the snapshot is the group's first classic record after a conversion
     to the consumer protocol (a `converted` tombstone between it and the one before)."""
     g = inputs.group_generations
-    if "converted" not in g.columns:
-        return snaps.withColumn("_converted_back", F.lit(False))
-    conv = g.where(F.col("is_deletion") & F.coalesce(F.col("converted"), F.lit(False))) \
+    conv = g.where(F.col("is_deletion") & converted(g)) \
         .select(*GROUP_KEYS, F.col("log_offset").alias("_conv_pos"))
     hit = snaps.select(*GROUP_KEYS, "snap_pos", "prev_pos").join(conv, GROUP_KEYS) \
         .where((F.col("_conv_pos") < F.col("snap_pos")) & (F.col("_conv_pos") > F.coalesce("prev_pos", F.lit(-1)))) \

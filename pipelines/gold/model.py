@@ -54,6 +54,12 @@ class GoldParams:
     skip_min_records: int = _param(1000, "skip window: and by at least this many records")
 
 
+def converted(generations) -> Column:
+    """Silver's `group_generations.converted` (a tombstone of a conversion to the consumer
+    protocol, not a deletion), false in lakes written before the column."""
+    return F.coalesce(F.col("converted"), F.lit(False)) if "converted" in generations.columns else F.lit(False)
+
+
 def ms(col: str | Column) -> Column:
     """A timestamp column → epoch milliseconds (long)."""
     c = F.col(col) if isinstance(col, str) else col

@@ -17,7 +17,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from . import settings
-from .model import GoldInputs, GoldParams, ms
+from .model import GoldInputs, GoldParams, converted, ms
 
 GROUP_KEYS = ["cluster", "group_id", "incarnation"]
 TP_KEYS = GROUP_KEYS + ["topic", "partition"]
@@ -94,10 +94,9 @@ def _ended_by_tombstones(inputs: GoldInputs, runs: DataFrame) -> DataFrame:
     classic records only: the member goes on in the consumer group's records, so it did not
     leave, and the group's next classic snapshot (after a conversion back) starts afresh."""
     g = inputs.group_generations
-    converted = F.coalesce(F.col("converted"), F.lit(False)) if "converted" in g.columns else F.lit(False)
     tombs = g.where(F.col("is_deletion")).select(
         *GROUP_KEYS, F.col("log_offset").alias("_tomb_pos"), ms("record_ts").alias("_tomb_ms"),
-        converted.alias("_converted"))
+        converted(g).alias("_converted"))
     first_after = runs.select(*TP_KEYS, "start_pos").join(tombs, GROUP_KEYS) \
         .where(F.col("_tomb_pos") > F.col("start_pos")) \
         .groupBy(*TP_KEYS, "start_pos").agg(F.min_by(F.struct("_tomb_pos", "_tomb_ms", "_converted"), "_tomb_pos").alias("_t"))
