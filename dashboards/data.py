@@ -286,7 +286,7 @@ DETAIL = {
             "sampled_at", ("sampled_at", "lag"), "lag"),
 }
 WHATIF_COLUMNS = (
-    "incarnation", "group_kind", "real_assignor", "assignor", "protocol", "steps", "rounds", "moved", "revoked",
+    "incarnation", "segment", "group_kind", "real_assignor", "assignor", "protocol", "steps", "rounds", "moved", "revoked",
     "stw_partition_seconds", "max_balance", "final_balance", "idle_member_rounds", "dup_exposure_records", "errors",
     "divergences", "actual_rounds", "actual_moved", "actual_revoked", "actual_stw_partition_seconds",
     "actual_max_balance", "actual_idle_member_rounds", "actual_dup_exposure_records", "notes")
@@ -329,7 +329,8 @@ def _detail_frame(t: LakeTables, caps: Caps) -> DataFrame | None:
         w = t.get("whatif_summary")
         if "incarnation" in w.columns:
             # Every assignor row of the latest incarnation (dense rank 1 on incarnation).
-            branches.append(_branch(w, "whatif", WHATIF_COLUMNS, None, ("incarnation",), caps.whatif, dense=True))
+            branches.append(_branch(w, "whatif", WHATIF_COLUMNS, None, ("incarnation", "segment"), caps.whatif,
+                                    dense=True))
     if not branches:
         return None
     union = branches[0]

@@ -285,7 +285,7 @@ def whatif_figure(rows: list[dict]) -> dict | None:
     """Each assignor's replay next to what happened: moves, stop-the-world, balance."""
     if not rows:
         return None
-    rows = sorted(rows, key=lambda r: (r.get("incarnation") or 0, str(r.get("assignor"))))
+    rows = sorted(rows, key=lambda r: (r.get("incarnation") or 0, r.get("segment") or 0, str(r.get("assignor"))))
     real = rows[0]
     rows = [r for r in rows if r.get("assignor") != ACTUAL]
     names = ["as recorded (modelled)"] + [plot_text(r.get("assignor")) for r in rows]

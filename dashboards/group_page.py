@@ -270,11 +270,18 @@ def _whatif(g: GroupData, missing) -> str:
     if not rows:
         out.append('<p class="note">No replayable history (no membership records for this group).</p></section>')
         return "".join(out)
-    # One incarnation at a time reads best; the latest is the one people are asking about.
-    latest = max((r.get("incarnation") or 0) for r in rows)
-    rows = sorted((r for r in rows if (r.get("incarnation") or 0) == latest), key=lambda r: str(r.get("assignor")))
-    if latest:
-        out.append(f'<p class="note">Latest incarnation of the group ({latest}).</p>')
+    # One history at a time reads best; the latest is the one people are asking about. A
+    # group converted between the classic and the consumer protocol has one per segment.
+    def history(r: dict) -> tuple[int, int]:
+        return (r.get("incarnation") or 0, r.get("segment") or 0)
+
+    latest = max(history(r) for r in rows)
+    rows = sorted((r for r in rows if history(r) == latest), key=lambda r: str(r.get("assignor")))
+    if latest[0]:
+        out.append(f'<p class="note">Latest incarnation of the group ({latest[0]}).</p>')
+    if latest[1]:
+        out.append(f'<p class="note">Since the group last changed protocol (to {text(rows[0].get("group_kind"))}): '
+                   "earlier protocol phases are replayed on their own, in <code>whatif_summary</code>.</p>")
     real = rows[0]
     rows = [r for r in rows if r.get("assignor") != figures.ACTUAL]
     out.append(f'<p class="note">The group used <b>{text(real.get("real_assignor") or "?")}</b>; '

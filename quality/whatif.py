@@ -14,7 +14,8 @@ from pyspark.sql import functions as F
 
 from .model import ERROR, Context, Invariant, Suite, fmt, null_check, unique_check, violation
 
-_GROUP = ["cluster", "group_id", "incarnation", "assignor"]
+# A group converted between protocols has one replay per protocol segment.
+_GROUP = ["cluster", "group_id", "incarnation", "segment", "assignor"]
 _ROUND = [*_GROUP, "step", "round"]
 
 
@@ -53,11 +54,11 @@ WHATIF_EPISODES = Suite("whatif_episodes", "whatif", (
               "(cooperative, KIP-848) handover leaves moving partitions unassigned only while a later round follows",
               ERROR, (*_ROUND, "error", "complete", "generation", "assigned", "partitions", "phase", "protocol"),
               _complete_when_settled, scope=tuple(_GROUP)),
-    unique_check("round_once", _ROUND, "one row per (group incarnation, assignor, step, round)"),
+    unique_check("round_once", _ROUND, "one row per (group incarnation, protocol segment, assignor, step, round)"),
 ))
 
 WHATIF_SUMMARY = Suite("whatif_summary", "whatif", (
-    unique_check("summary_once", _GROUP, "one summary per group incarnation and assignor"),
+    unique_check("summary_once", _GROUP, "one summary per group incarnation, protocol segment and assignor"),
     null_check("summary_complete", ("steps", "rounds"), _GROUP, description="every summary counts its steps and rounds"),
 ))
 

@@ -173,17 +173,51 @@ def commit_stats(rows: list[dict]) -> tuple[float | None, float | None]:
     return sum(intervals) / len(intervals), sum(rates) / len(rates)
 
 
+def protocol_segments(rows: list[dict]) -> dict[tuple[str, int, int], tuple[int, bool]]:
+    """(kind, position, generation) of each step → (segment, carried_over).
+
+    A group converted between the classic and the consumer (KIP-848) protocol has its steps
+    of both kinds in one coordinator partition: in log order, each run of one kind is a
+    *segment* (0, then one more at each conversion), replayed as a history of its own,
+    since no assignor carries its state across a conversion. A conversion of a group with
+    members writes the state it carried over as the first step of the new protocol, under
+    the number the old protocol had reached (a consumer group's epoch = the classic
+    generation, and back): that step is `carried_over`, what the members already owned, not
+    an assignor's decision. (An empty group is upgraded as a new group, from epoch 1: its
+    first step is a real assignment.)"""
+    steps = sorted({(r["position"], r["kind"], r["generation"]) for r in rows})
+    out: dict[tuple[str, int, int], tuple[int, bool]] = {}
+    segment, prev = 0, None
+    for pos, kind, gen in steps:
+        carried = False
+        if prev is not None and kind != prev[1]:
+            segment += 1
+            carried = gen == prev[2]
+        out[(kind, pos, gen)] = (segment, carried)
+        prev = (pos, kind, gen)
+    return out
+
+
 def group_histories(cluster: str, group_id: str, rows: list[dict], *, has_events: bool, has_current: bool,
-                    topic_counts: str | None) -> dict[tuple[int, str], list[dict]]:
-    """(incarnation, kind) → history rows (the `build_history` input) of one group."""
+                    topic_counts: str | None) -> dict[tuple[int, str, int], list[dict]]:
+    """(incarnation, kind, segment) → history rows (the `build_history` input) of one group."""
     by_src: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
         by_src[r["_src"]].append(r)
     interval, rate = commit_stats(by_src.get("cs", []))
-    out: dict[tuple[int, str], list[dict]] = defaultdict(list)
-    for r in _classic(by_src, has_events) + _consumer(by_src, has_current, topic_counts):
-        r.update(cluster=cluster, group_id=group_id, commit_interval_ms=interval, records_per_partition_s=rate)
-        out[(r["incarnation"], r["kind"])].append(r)
+    steps = _classic(by_src, has_events) + _consumer(by_src, has_current, topic_counts)
+    segments = protocol_segments(steps)
+    out: dict[tuple[int, str, int], list[dict]] = defaultdict(list)
+    for r in steps:
+        segment, _ = segments[(r["kind"], r["position"], r["generation"])]
+        r.update(cluster=cluster, group_id=group_id, commit_interval_ms=interval, records_per_partition_s=rate,
+                 segment=segment)
+        out[(r["incarnation"], r["kind"], segment)].append(r)
+    for hist in out.values():
+        first = min(hist, key=lambda r: r["position"])
+        carried = segments[(first["kind"], first["position"], first["generation"])][1]
+        for r in hist:
+            r["carried_over"] = carried
     return out
 
 

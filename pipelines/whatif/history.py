@@ -66,6 +66,12 @@ class GroupHistory:
     records_per_partition_s: float | None
     """Mean records per second one partition advanced by (duplicate-exposure model)."""
     notes: list[str] = field(default_factory=list)
+    segment: int = 0
+    """Protocol segment of the group (`assemble.protocol_segments`): 0, one more at each
+    conversion between the classic and the consumer protocol."""
+    carried_over: bool = False
+    """The first step is the state a protocol conversion carried over (what the members
+    owned under the other protocol), not a rebalance: replays start from it."""
 
 
 def real_assignor_name(kind: str, protocol: str | None) -> str | None:
@@ -95,7 +101,8 @@ def build_history(rows: list[dict], cluster_topic_counts: Mapping[str, int] | No
     member_id (null for an empty generation), instance_id, client_id, topics (list), topic,
     partition (null: nothing assigned), duration_ms, duration_source, commit_interval_ms,
     records_per_partition_s, topic_counts (JSON {topic: partitions} where Kafka stored them, else
-    null), topic_ids (JSON {topic: id}, KIP-848 only).
+    null), topic_ids (JSON {topic: id}, KIP-848 only), segment and carried_over (optional:
+    a group converted between protocols, `assemble.protocol_segments`).
 
     Partition counts: where Kafka stored them (KIP-848 PartitionMetadata / topic_ids) they
     are used; otherwise the highest partition the group had assigned up to that step, plus
@@ -165,5 +172,5 @@ def build_history(rows: list[dict], cluster_topic_counts: Mapping[str, int] | No
         cluster=first["cluster"], group_id=first["group_id"], incarnation=int(first.get("incarnation") or 0),
         kind=kind, real_assignor=real_assignor_name(kind, protocol), steps=steps,
         commit_interval_ms=first.get("commit_interval_ms"), records_per_partition_s=first.get("records_per_partition_s"),
-        notes=notes,
+        notes=notes, segment=int(first.get("segment") or 0), carried_over=bool(first.get("carried_over")),
     )

@@ -14,7 +14,7 @@ count Kafka stored) and nothing else. So a run replays:
 
 Each what-if table stores, in the same Delta commit as its rows, the version of each input
 table it reflects (positions `whatif:<table>` of the writer `whatif`) and a fingerprint of the assignor list
-(`whatif:assignors`). The partition counts are kept in `whatif_topic_counts` (cluster,
+and of the tables' FORMAT (`whatif:assignors`). The partition counts are kept in `whatif_topic_counts` (cluster,
 topic, seen, stored) with the same positions: counts are maxima over append-only tables, so
 the previous counts merged with the increment's equal the counts over everything.
 """
@@ -55,9 +55,15 @@ class WhatifRun:
     clusters_replayed_whole: list[str] = field(default_factory=list)
 
 
+# The version of the what-if tables' columns and their meaning: a lake written by another
+# replays every group once. 2: `segment` (a history per protocol segment of a converted group).
+FORMAT = 2
+
+
 def fingerprint(assignors: list[str]) -> int:
-    """The assignor list as a Delta app-transaction version (a non-negative long)."""
-    return int.from_bytes(hashlib.sha256("\n".join(assignors).encode()).digest()[:7], "big")
+    """The assignor list and FORMAT as a Delta app-transaction version (a non-negative long)."""
+    text = f"format {FORMAT}\n" + "\n".join(assignors)
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:7], "big")
 
 
 def stored_positions(lake) -> dict[str, int] | None:

@@ -175,6 +175,11 @@ def _is_rewrite(hist: GroupHistory, i: int) -> bool:
     return i > 0 and hist.steps[i].generation == hist.steps[i - 1].generation and hist.kind == "classic"
 
 
+def _is_carried_over(hist: GroupHistory, i: int) -> bool:
+    """The state a protocol conversion carried over (`GroupHistory.carried_over`): no rebalance."""
+    return i == 0 and hist.carried_over
+
+
 def _is_real_followup(hist: GroupHistory, i: int) -> bool:
     """A real cooperative generation whose membership did not change: the second round of a handover."""
     if not (i > 0 and hist.kind == "classic" and _real_protocol(hist) == COOPERATIVE
@@ -194,7 +199,7 @@ def actual(hist: GroupHistory) -> Replay:
     rounds = []
     for i, step in enumerate(hist.steps):
         real = {m.member_id: list(m.assigned) for m in step.members}
-        if _is_rewrite(hist, i):
+        if _is_rewrite(hist, i) or _is_carried_over(hist, i):
             state.set(step, real)
             continue
         phase = "followup" if _is_real_followup(hist, i) else ("reconcile" if protocol == CONSUMER else "rebalance")
@@ -284,6 +289,11 @@ def replay(hist: GroupHistory, assignor: str, follow_real: bool = False) -> Repl
             state.set(prev, {m.member_id: list(m.assigned) for m in prev.members})
             state.generation = generation
             targets = {m.member_id: list(m.assigned) for m in prev.members}
+        if _is_carried_over(hist, i):
+            # Every assignor starts from what the members owned when the group converted.
+            state.set(step, real)
+            targets = {m.member_id: list(m.assigned) for m in step.members}
+            continue
         if _is_rewrite(hist, i):
             # The coordinator hands the replaced static member its predecessor's assignment.
             state.set(step, {m.member_id: state.carried(m) for m in step.members})

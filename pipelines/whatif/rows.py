@@ -22,7 +22,7 @@ def episode_rows(hist: GroupHistory, replays: list[Replay]) -> list[dict]:
         for n, r in enumerate(rep.rounds):
             out.append({
                 "cluster": hist.cluster, "group_id": hist.group_id, "incarnation": hist.incarnation,
-                "group_kind": hist.kind, "real_assignor": hist.real_assignor, "assignor": rep.assignor,
+                "segment": hist.segment, "group_kind": hist.kind, "real_assignor": hist.real_assignor, "assignor": rep.assignor,
                 "protocol": rep.protocol, "round": n, "step": r.step, "generation": r.generation, "phase": r.phase,
                 "record_ts": _ts(r.ts_ms), "members": r.members, "partitions": r.partitions, "assigned": r.assigned,
                 "moved": r.moved, "revoked": r.revoked, "paused": r.paused, "duration_ms": r.duration_ms,
@@ -43,16 +43,16 @@ def summarize(rows: list[dict]) -> list[dict]:
     Spark aggregation in `spark_job.summary`, used by the CLI on a single group)."""
     groups: dict[tuple, dict[str, list[dict]]] = {}
     for r in rows:
-        groups.setdefault((r["cluster"], r["group_id"], r["incarnation"], r["group_kind"]), {}).setdefault(r["assignor"], []).append(r)
+        groups.setdefault((r["cluster"], r["group_id"], r["incarnation"], r["segment"], r["group_kind"]), {}).setdefault(r["assignor"], []).append(r)
     out = []
-    for (cluster, group, inc, kind), by_assignor in groups.items():
+    for (cluster, group, inc, segment, kind), by_assignor in groups.items():
         act = _totals(by_assignor.get("actual", []))
         for assignor, rs in by_assignor.items():
             t = _totals(rs)
             first = rs[0]
             divs = first.get("_divergence_list")
             out.append({
-                "cluster": cluster, "group_id": group, "incarnation": inc, "group_kind": kind,
+                "cluster": cluster, "group_id": group, "incarnation": inc, "segment": segment, "group_kind": kind,
                 "real_assignor": first["real_assignor"], "assignor": assignor, "protocol": first["protocol"],
                 "steps": first.get("_steps"), **t,
                 "divergences": len(json.loads(divs)) if divs is not None else None, "divergence_list": divs,

@@ -9,6 +9,7 @@ WHATIF_EPISODES = pa.schema([
     pa.field("cluster", pa.string()),
     pa.field("group_id", pa.string()),
     pa.field("incarnation", pa.int32()),
+    pa.field("segment", pa.int32()),               # protocol segment: 0, +1 at each classic <-> consumer conversion
     pa.field("group_kind", pa.string()),          # classic | consumer (KIP-848)
     pa.field("real_assignor", pa.string()),        # the assignor the group really used (our name)
     pa.field("assignor", pa.string()),             # "actual" for what really happened
@@ -43,6 +44,7 @@ WHATIF_SUMMARY = pa.schema([
     pa.field("cluster", pa.string()),
     pa.field("group_id", pa.string()),
     pa.field("incarnation", pa.int32()),
+    pa.field("segment", pa.int32()),
     pa.field("group_kind", pa.string()),
     pa.field("real_assignor", pa.string()),
     pa.field("assignor", pa.string()),

@@ -89,14 +89,15 @@ def run(args: argparse.Namespace) -> int:
         setattr(inp, name, df)
     episodes, summary = whatif_tables(inp, assignors)
     rows = sorted((r.asDict() for r in summary.collect()),
-                  key=lambda r: (r["cluster"], r["group_id"], r["incarnation"], r["assignor"] != "actual", r["assignor"]))
+                  key=lambda r: (r["cluster"], r["group_id"], r["incarnation"], r["segment"], r["assignor"] != "actual",
+                                 r["assignor"]))
     if not rows:
         where = f"group {args.group!r}" if args.group else "any group"
         raise RuntimeError(f"no membership history for {where} in the lake at {args.lake}")
     eps = []
     if args.episodes:
         eps = sorted((r.asDict() for r in episodes.collect()),
-                     key=lambda r: (r["cluster"], r["group_id"], r["assignor"], r["round"]))
+                     key=lambda r: (r["cluster"], r["group_id"], r["incarnation"], r["segment"], r["assignor"], r["round"]))
     if args.format == "json":
         for r in rows:
             print(json.dumps({"record": "summary", **r}, default=str))
@@ -111,10 +112,12 @@ def _print_table(rows: list[dict], eps: list[dict]) -> None:
     out = sys.stdout
     current = None
     for r in rows:
-        key = (r["cluster"], r["group_id"], r["incarnation"])
+        key = (r["cluster"], r["group_id"], r["incarnation"], r["segment"])
         if key != current:
             current = key
-            out.write(f"\n{r['cluster']} / {r['group_id']} (incarnation {r['incarnation']}, {r['group_kind']}, "
+            # A group converted between protocols has a history per protocol segment.
+            segment = f", protocol segment {r['segment']}" if r["segment"] else ""
+            out.write(f"\n{r['cluster']} / {r['group_id']} (incarnation {r['incarnation']}{segment}, {r['group_kind']}, "
                       f"really {r['real_assignor'] or 'unknown'}, {r['steps']} generations)\n")
             if r.get("notes"):
                 out.write(f"  notes: {r['notes']}\n")
