@@ -11,7 +11,6 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -20,9 +19,9 @@ import pytest
 from deltalake import DeltaTable
 
 from tests.conftest import RECORDINGS
+from tests.cli import CLI
 
 REPO = Path(__file__).resolve().parents[1]
-CLI = [sys.executable, "-m", "rebalance_audit.cli"]
 LOG = RECORDINGS / "poll_timeout" / "server.log"
 MORE = RECORDINGS / "storm_flapping" / "server.log"
 

@@ -12,14 +12,13 @@ import os
 import pty
 import select
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
+from tests.cli import CLI
 
 REPO = Path(__file__).resolve().parents[1]
-CLI = [sys.executable, "-m", "rebalance_audit.cli"]
 
 HOSTILE = {
     "title": "g\x1b]0;pwned\x07",          # sets the terminal's window title

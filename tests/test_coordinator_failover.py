@@ -10,41 +10,28 @@ incarnation, generations that never go back, every commit a member saw acknowled
 """
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from pipelines.lake import Lake
 from testbed import KafkaCluster
-from testbed.kafka_home import TestbedUnavailable, find_java
 from testbed.scenario import (
     CreateTopic, Drain, Join, Settle, Sleep, StartProducer, StopAll, StopCoordinator, StopProducer, run_scenario,
 )
+from tests.cli import need_kafka, run_cli
 from tests.scenario_truth import read_truth
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
-REPO = Path(__file__).resolve().parents[1]
-CLI = [sys.executable, "-m", "rebalance_audit.cli"]
 CLUSTER = "failover"
 GROUP = "failover-orders"
 TOPIC = "failover-orders-in"
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    done = subprocess.run([*CLI, *args], cwd=REPO, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, f"{args[:2]} failed:\n{done.stderr[-3000:]}"
-    return done
-
 
 @pytest.fixture(scope="module")
 def failed_over(tmp_path_factory):
-    try:
-        find_java()
-    except TestbedUnavailable as exc:
-        pytest.skip(f"no real Kafka cluster: {exc}")
+    need_kafka()
     root = tmp_path_factory.mktemp("failover")
     lake_dir = root / "lake"
     steps = [
@@ -65,10 +52,9 @@ def failed_over(tmp_path_factory):
     ]
     with KafkaCluster(root / "cluster", brokers=3, install=True) as cluster:
         result = run_scenario(cluster, steps, group_id=GROUP, workdir=root / "truth")
-        _cli("ingest", "kafka", "--lake", str(lake_dir), "--cluster", CLUSTER,
+        run_cli("ingest", "kafka", "--lake", str(lake_dir), "--cluster", CLUSTER,
              "--bootstrap-servers", cluster.bootstrap_servers, "--timeout", "30")
-    run = subprocess.run([*CLI, "run", "--lake", str(lake_dir), "--cluster", CLUSTER], cwd=REPO,
-                         capture_output=True, text=True, timeout=1200)
+    run = run_cli("run", "--lake", str(lake_dir), "--cluster", CLUSTER, timeout=1200, check=False)
     return result, Lake(lake_dir), run
 
 

@@ -12,10 +12,9 @@ import pytest
 
 from pipelines.lake import Lake
 from pipelines.lake.lock import LakeLockTimeout
+from tests.cli import CLI, REPO
 from tests.conftest import RECORDINGS
 
-REPO = Path(__file__).resolve().parents[1]
-CLI = [sys.executable, "-m", "rebalance_audit.cli"]
 SCENARIO = RECORDINGS / "poll_timeout"
 
 HOLDER = """

@@ -12,29 +12,25 @@ The lake is filled the way a user fills it (``ingest kafka``, ``ingest logs``, `
 defaults), and judged against what the consumers did: every acknowledged commit is in silver, the records consumed twice after the crash are inside
 duplicate windows estimated within a quarter, no window claims records where none were
 consumed twice, and the conversions are neither a storm nor idle members. Gold's blocking
-checks pass; what-if's do not yet (the xfail below says why).
+checks pass, and what-if's: each protocol phase is replayed on its own.
 """
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections import defaultdict
-from pathlib import Path
 
 import pytest
 
 from pipelines.lake import Lake
-from testbed import KafkaCluster, TestbedUnavailable, find_java
+from testbed import KafkaCluster
 from testbed.scenario import (
     CRASH_AFTER_COMMIT_S, CRASH_COMMIT_S, CLASSIC_MEMBER_DEFAULTS, CreateTopic, Crash, Drain, Join, Leave, Settle,
     Sleep, StartProducer, StopAll, StopProducer, run_scenario,
 )
+from tests.cli import need_kafka, run_cli
 from tests.scenario_truth import crashed_progress, read_truth
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark, pytest.mark.alone]
 
-REPO = Path(__file__).resolve().parents[1]
-CLI = [sys.executable, "-m", "rebalance_audit.cli"]
 CLUSTER = "migration"
 GROUP = "migrating"
 TOPIC = f"{GROUP}-in"
@@ -81,29 +77,20 @@ def _steps() -> list:
     ]
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    done = subprocess.run([*CLI, *args], cwd=REPO, capture_output=True, text=True, timeout=1200)
-    assert done.returncode == 0, f"{args[:2]} failed:\n{done.stderr[-3000:]}"
-    return done
-
 
 @pytest.fixture(scope="module")
 def migrated(tmp_path_factory):
-    try:
-        find_java()
-    except TestbedUnavailable as exc:
-        pytest.skip(f"no real Kafka broker: {exc}")
+    need_kafka()
     root = tmp_path_factory.mktemp("migration")
     lake_dir = root / "lake"
     with KafkaCluster(root / "cluster", install=True) as cluster:
         result = run_scenario(cluster, _steps(), group_id=GROUP, workdir=root / "truth")
-        _cli("ingest", "kafka", "--lake", str(lake_dir), "--cluster", CLUSTER,
+        run_cli("ingest", "kafka", "--lake", str(lake_dir), "--cluster", CLUSTER,
              "--bootstrap-servers", cluster.bootstrap_servers, "--timeout", "30")
-        _cli("ingest", "logs", "--lake", str(lake_dir), "--cluster", CLUSTER,
+        run_cli("ingest", "logs", "--lake", str(lake_dir), "--cluster", CLUSTER,
              *(f"--broker={n.node_id}={n.log_dir}" for n in cluster.brokers))
-    run = subprocess.run([*CLI, "run", "--lake", str(lake_dir), "--cluster", CLUSTER,
-                          "--client-heartbeat-ms", str(CLASSIC_MEMBER_DEFAULTS["heartbeat.interval.ms"])],
-                         cwd=REPO, capture_output=True, text=True, timeout=1200)
+    run = run_cli("run", "--lake", str(lake_dir), "--cluster", CLUSTER,
+                  "--client-heartbeat-ms", str(CLASSIC_MEMBER_DEFAULTS["heartbeat.interval.ms"]), timeout=1200, check=False)
     return result, Lake(lake_dir), run
 
 
@@ -117,15 +104,28 @@ def _covered(windows, duplicates):
                    for w in windows)}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "issue 16, left open: what-if replays the group's classic and consumer-protocol histories "
-    "under one key (cluster, group, incarnation, assignor), so whatif_summary's summary_once and "
-    "whatif_episodes' round_once fail; the first classic snapshot after the conversion back is "
-    "replayed as an eager rebalance with half the partitions (complete_when_settled). Gold's "
-    "checks pass."))
 def test_the_run_passes_every_blocking_check(migrated):
     _, _, run = migrated
     assert run.returncode == 0, run.stderr[-3000:]
+
+
+def test_what_if_replays_each_protocol_from_the_state_its_conversion_carried(migrated):
+    """Each protocol phase is a what-if history of its own. A conversion writes what the
+    members owned as the new protocol's first step, under the number the old protocol had
+    reached: there every replay starts, and it is no round of theirs."""
+    _, lake, _ = migrated
+    kinds = {r["segment"]: r["group_kind"] for r in _rows(lake, "whatif_summary")}
+    assert kinds == {0: "classic", 1: "consumer", 2: "classic"}, kinds
+    rounds: dict[int, list[int]] = defaultdict(list)  # segment → generations of the actual rounds
+    for r in sorted(_rows(lake, "whatif_episodes"), key=lambda r: r["round"]):
+        if r["assignor"] == "actual":
+            rounds[r["segment"]].append(r["generation"])
+    epochs = {r["assignment_epoch"] for r in _rows(lake, "target_assignments")}
+    generations = {r["generation"] for r in _rows(lake, "group_generations") if not r["is_deletion"]}
+    for segment, recorded in ((1, epochs), (2, generations)):
+        carried = rounds[segment - 1][-1]
+        assert carried in recorded, (segment, carried, sorted(recorded))  # Kafka wrote the carried state
+        assert rounds[segment] and min(rounds[segment]) > carried, (segment, carried, rounds)
 
 
 def test_both_protocols_are_in_silver_and_every_acknowledged_commit(migrated):

@@ -22,7 +22,6 @@ logs`` from each broker's ``server.log``, then ``run`` with its defaults. Then:
 from __future__ import annotations
 
 import subprocess
-import sys
 import threading
 import time
 from collections import defaultdict
@@ -32,7 +31,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.lake import Lake
-from testbed import KafkaCluster, TestbedUnavailable, find_java, java_command
+from testbed import KafkaCluster, java_command
 from testbed.broker import TEST_GROUP_PROPERTIES
 from testbed.connect import ConnectWorkers
 from testbed.scenario import (
@@ -49,13 +48,12 @@ from testbed.scenario import (
     StopProducer,
     run_scenario,
 )
+from tests.cli import need_kafka, run_cli
 from tests.scenario_truth import Truth, crashed_progress, read_truth
 from tests.test_codec_dumplogsegments import mismatch, run_decode, run_dump_log_segments
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark, pytest.mark.alone]
 
-REPO = Path(__file__).resolve().parents[1]
-CLI = [sys.executable, "-m", "rebalance_audit.cli"]
 CLUSTER = "it"
 # Scenario name -> group id; each group consumes its own topic <group>-in.
 GROUPS = {
@@ -82,11 +80,6 @@ class Recorded:
     topic_names: dict[str, str]     # topic id -> name, from the cluster's metadata
     run: subprocess.CompletedProcess
 
-
-def _cli(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    done = subprocess.run([*CLI, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout)
-    assert done.returncode == 0, f"{args[:2]} failed:\n{done.stderr[-3000:]}"
-    return done
 
 
 def _describe(cluster: KafkaCluster, *args: str) -> list[dict]:
@@ -137,10 +130,7 @@ def _steady_runner(cluster: KafkaCluster, group: str, protocol: str, workdir: Pa
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory) -> Recorded:
-    try:
-        find_java()
-    except TestbedUnavailable as exc:
-        pytest.skip(f"no real Kafka cluster: {exc}")
+    need_kafka()
     root = tmp_path_factory.mktemp("scenarios")
     lake_dir = root / "lake"
     results: dict[str, ScenarioResult] = {}
@@ -171,12 +161,12 @@ def recorded(tmp_path_factory) -> Recorded:
             members = _describe(cluster, "--members", "--verbose")
             offsets = _describe(cluster, "--offsets")
             # What a user's scheduled job does: ingest live, ingest the brokers' logs.
-            _cli("ingest", "kafka", "--lake", str(lake_dir), "--cluster", CLUSTER,
+            run_cli("ingest", "kafka", "--lake", str(lake_dir), "--cluster", CLUSTER,
                  "--bootstrap-servers", cluster.bootstrap_servers, "--timeout", "30")
             # Each broker's log folder, as a user gives it: server.log rolls every hour
             # (server.log.yyyy-MM-dd-HH), and a run crossing the hour has lines in both.
             brokers = [f"--broker={n.node_id}={n.log_dir}" for n in cluster.brokers]
-            _cli("ingest", "logs", "--lake", str(lake_dir), "--cluster", CLUSTER, *brokers)
+            run_cli("ingest", "logs", "--lake", str(lake_dir), "--cluster", CLUSTER, *brokers)
             topic_names = _topic_ids(cluster)
         finally:
             for runner in steady.values():
@@ -186,9 +176,8 @@ def recorded(tmp_path_factory) -> Recorded:
     # logs` read it from the configuration each broker printed at start-up. The classic
     # clients' heartbeat interval is in no record and no log: the SRE gives it.
     heartbeat_ms = str(CLASSIC_MEMBER_DEFAULTS["heartbeat.interval.ms"])
-    run = subprocess.run([*CLI, "run", "--lake", str(lake_dir), "--cluster", CLUSTER,
-                          "--client-heartbeat-ms", heartbeat_ms],
-                         cwd=REPO, capture_output=True, text=True, timeout=1200)
+    run = run_cli("run", "--lake", str(lake_dir), "--cluster", CLUSTER, "--client-heartbeat-ms", heartbeat_ms,
+                  timeout=1200, check=False)
     return Recorded(cluster, results, Lake(lake_dir), members, offsets, topic_names, run)
 
 
