@@ -96,7 +96,7 @@ def _quarantine(lake, run: SilverRun, errors: DataFrame) -> None:
         return
     from pipelines.ingest.schemas import QUARANTINE as Q
 
-    inserted = lake.insert_if_absent(Q.name, rows, key=list(Q.key))
+    inserted = lake.insert_if_absent(Q.name, rows, key=list(Q.key or ()))
     run.quarantined += inserted.num_rows
 
 
@@ -194,7 +194,7 @@ def _update_classic(lake, run: SilverRun, decoded: DataFrame, pending: dict, pre
     mem_since = pending.get("member_assignments")
     new_members = decode_job.table_rows(decoded, "member_assignments", mem_since) \
         if mem_since is not None and _has_new("member_assignments", mem_since, present) else None
-    if late is not None:
+    if late is not None and late_generations is not None:  # (both or neither)
         old = lake.read("member_assignments").join(late, GROUP, "left_semi").drop("incarnation")
         mine = old if new_members is None else old.unionByName(new_members.join(late, GROUP, "left_semi"))
         lake.replace_rows("member_assignments", decode_job.attach_incarnation(mine.dropDuplicates(MEMBER_ROW), late_generations),
@@ -231,8 +231,8 @@ def _number_incarnations(lake, new: DataFrame, since: int):
     # (None: bronze not partitioned by cluster, read it all).
     clusters = lake.added_partition_values(BRONZE_OFFSETS, since, "cluster")
     old = lake.read("group_generations", clusters=clusters)
-    late = decode_job.late_groups(old, new)
-    if late.isEmpty():
+    late: DataFrame | None = decode_job.late_groups(old, new)
+    if late is not None and late.isEmpty():
         late = None
     in_order = new if late is None else new.join(late, GROUP, "left_anti")
     prior = old.where(decode_job.ends_incarnation(old)).groupBy(*GROUP).agg(F.count("*").alias("deletions"))

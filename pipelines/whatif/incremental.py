@@ -102,19 +102,19 @@ def update(lake, assignors=None, full: bool = False) -> WhatifRun:
     positions[ASSIGNORS_APP] = fingerprint(assignors)
     prev = stored_positions(lake)
     full = full or prev is None or prev.get(ASSIGNORS_APP) != positions[ASSIGNORS_APP]
-    if not full:
+    if not full and prev is not None:
         # An input older than our position was recreated; one we tracked is gone: start over.
         full = any(prev.get(APP + t, -1) > v for t, v in current.items()) or \
             any(k != ASSIGNORS_APP and k[len(APP):] not in current for k in prev)
     if not full and prev == positions:
         return WhatifRun("none", {t: 0 for t in OUTPUTS}, 0)  # nothing new: no commit
     inp = WhatifInputs.from_lake(lake)
-    if full:
+    if full or prev is None:
         return _rebuild(lake, inp, assignors, positions)
     return _increment(lake, inp, assignors, positions, {t: prev.get(APP + t, -1) for t in current}, current)
 
 
-def _rebuild(lake, inp: WhatifInputs, assignors: list[str], positions: dict[str, int]) -> dict[str, int]:
+def _rebuild(lake, inp: WhatifInputs, assignors: list[str], positions: dict[str, int]) -> WhatifRun:
     counts = collect_counts(topic_count_rows(inp.member_assignments, inp.offset_commits, inp.target_assignments,
                                              inp.topic_ids))
     acc = _counter(lake.spark)
@@ -128,7 +128,7 @@ def _rebuild(lake, inp: WhatifInputs, assignors: list[str], positions: dict[str,
 
 
 def _increment(lake, inp: WhatifInputs, assignors: list[str], positions: dict[str, int], since: dict[str, int],
-               current: dict[str, int]) -> dict[str, int]:
+               current: dict[str, int]) -> WhatifRun:
     spark = lake.spark
     changed = [t for t in current if since[t] < current[t]]
     added = {t: lake.added_since(t, since[t]) for t in changed}
@@ -210,5 +210,5 @@ def _increment(lake, inp: WhatifInputs, assignors: list[str], positions: dict[st
     combined.unpersist()
     _write_counts(lake, counts, positions)
     rows = {"whatif_episodes": acc[0].value, "whatif_summary": acc[1].value}
-    groups = None if full_clusters else len(touched)
-    return WhatifRun("incremental", rows, groups, full_clusters)
+    replayed = None if full_clusters else len(touched)
+    return WhatifRun("incremental", rows, replayed, full_clusters)
