@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from queue import Empty, Queue
+from typing import Any
 
 CHROMIUM_FLAGS = (
     "--headless",
@@ -162,7 +163,7 @@ class Browser:
             self._out.write(json.dumps(msg).encode() + b"\0")
         return mid
 
-    def call(self, method: str, session: bool = False, timeout: float = 60.0, **params):
+    def call(self, method: str, session: bool = False, timeout: float = 60.0, **params: object):
         q: Queue = Queue()
         mid = self._send(method, params, self._session if session else None, q)
         try:
@@ -245,7 +246,7 @@ class Browser:
 
     def screenshot(self, out: str | Path, full_page: bool = True) -> Path:
         """PNG of the current page (the whole page height when `full_page`)."""
-        params = {"format": "png"}
+        params: dict[str, Any] = {"format": "png"}
         if full_page:
             h = int(self.evaluate("Math.ceil(document.documentElement.scrollHeight)") or self.height)
             params.update(captureBeyondViewport=True,

@@ -40,7 +40,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 from pipelines.assignors.javahash import coordinator_partition
 
@@ -456,8 +456,9 @@ class KafkaCluster:
     def quorum_voters(self) -> str:
         return ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.controllers)
 
-    def client_config(self, **overrides: object) -> dict[str, object]:
-        """librdkafka properties for a client of this cluster, plus ``overrides``."""
+    def client_config(self, **overrides: Any) -> dict[str, Any]:
+        """librdkafka properties for a client of this cluster, plus ``overrides`` (a
+        ``logger`` object among them: librdkafka's properties are not only strings)."""
         return {"bootstrap.servers": self.bootstrap_servers, **overrides}
 
     @property
@@ -624,8 +625,9 @@ class KafkaCluster:
         addresses = [n.address for n in (nodes or self.brokers) if n.running and n.port]
         if not addresses:
             return None
-        admin = AdminClient({"bootstrap.servers": ",".join(addresses), "logger": librdkafka_log,
-                             "socket.timeout.ms": 3000})
+        conf: dict[str, Any] = {"bootstrap.servers": ",".join(addresses), "logger": librdkafka_log,
+                                "socket.timeout.ms": 3000}
+        admin = AdminClient(conf)
         try:
             return admin.list_topics(timeout=timeout)
         except KafkaException:

@@ -29,6 +29,7 @@ from pipelines.gold import incremental as gold_plan
 from pipelines.ingest.logs import ingest_logs
 from pipelines.ingest.schemas import OFFSETS_RECORDS, ensure
 from pipelines.lake import Lake
+from pipelines.lake.compare import table_rows
 from pipelines.silver import runner as silver
 from tests.conftest import RECORDINGS
 
@@ -253,12 +254,6 @@ def _without(rows: list[str], column: str) -> list[str]:
 ARRIVAL = {"ingested_at", "ingest_version", "source_file"}
 
 
-def _contents(lake: Lake, name: str) -> list[str]:
-    table = lake.read_arrow(name)
-    keep = [c for c in table.column_names if c not in ARRIVAL]
-    return sorted(repr(sorted(r.items())) for r in table.select(keep).to_pylist())
-
-
 @pytest.fixture(scope="module")
 def backfilled(runs, tmp_path_factory, spark):  # noqa: F811
     lake = Lake(tmp_path_factory.mktemp("backfilled"), spark=spark)
@@ -286,4 +281,4 @@ def test_every_table_is_the_same_whatever_order_the_records_arrive_in(runs, back
     assert sorted(lake.tables()) == sorted(backfilled.tables())
     assert {t: v for t, v in snapshot(backfilled).items()} == runs["rebuilt"]
     for name in set(lake.tables()) - set(runner.GOLD_TABLES):
-        assert _contents(lake, name) == _contents(backfilled, name), name
+        assert table_rows(lake, name, ARRIVAL) == table_rows(backfilled, name, ARRIVAL), name

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.lake import Lake
+from pipelines.lake.compare import table_rows
 from pipelines.spark import SMALL_LAKE_CONF
 from testbed.spark_standalone import StandaloneCluster
 from tests.conftest import RECORDINGS
@@ -40,13 +41,6 @@ def _run_pipeline(lake_dir: Path, master: str, *extra: str, env: dict[str, str] 
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=1500,
                           env={**os.environ, "PYSPARK_PYTHON": sys.executable, **(env or {})})
     assert done.returncode == 0, done.stderr[-3000:]
-
-
-def _contents(lake: Lake, name: str) -> list:
-    table = lake.read_arrow(name)
-    keep = [c for c in table.column_names if c not in VOLATILE]
-    rows = table.select(keep).to_pylist()
-    return sorted((tuple(sorted(r.items())) for r in rows), key=repr)
 
 
 @pytest.mark.skipif(not SCENARIO.is_dir(), reason="recordings not available")
@@ -78,7 +72,7 @@ def test_standalone_cluster_gives_the_same_tables_as_local_mode(tmp_path):
     assert sorted(a.tables()) == sorted(set(b.tables()) - {"quality_results"})
     compared = 0
     for name in a.tables():
-        ca, cb = _contents(a, name), _contents(b, name)
+        ca, cb = table_rows(a, name, VOLATILE), table_rows(b, name, VOLATILE)
         assert ca == cb, name
         compared += bool(ca)
     # bronze, silver and gold tables with rows were compared, not just empty ones

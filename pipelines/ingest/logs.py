@@ -59,6 +59,7 @@ def ingest_logs(
                 )
             )
             continue
+        assert entry.text is not None  # an entry that is not an error has its text
         counts = seen_in_file.setdefault(entry.file, Counter())
         digest = text_digest(entry.text)
         n = counts[digest]  # digests, not texts: bounded memory on big files

@@ -12,7 +12,7 @@ Two steps, so the lake can keep raw lines in bronze and parse them later (e.g. i
 """
 from __future__ import annotations
 
-from typing import Iterable, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 import os
 
 from .fields import EVENT_FIELDS, EVENT_TYPES, FIELD_TYPES, TRIGGERS, empty_event
@@ -45,7 +45,7 @@ def parse_text(text: str, *, file: str = "", line: int = 0, broker: int | None =
 
 
 def parse_events(paths: Iterable[str | os.PathLike], tz: str = "UTC",
-                 brokers: Mapping[str | os.PathLike, int] | None = None,
+                 brokers: Mapping[Any, int] | None = None,  # keys: str or os.PathLike paths
                  stats: ReadStats | None = None) -> Iterator[dict]:
     """Every coordinator record of the inputs, in file order: events, `unrecognized`, `error`."""
     for entry in iter_log_entries(paths, tz=tz, brokers=brokers, stats=stats):

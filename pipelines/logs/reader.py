@@ -20,7 +20,7 @@ import re
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping, cast
+from typing import Any, Iterable, Iterator, Mapping, cast
 
 from .fields import typed_int
 
@@ -339,7 +339,7 @@ def entry_from_text(text: str, *, file: str = "", line: int = 0, broker: int | N
 
 
 def iter_log_entries(paths: Iterable[str | os.PathLike], tz: str = "UTC",
-                     brokers: Mapping[str | os.PathLike, int] | None = None,
+                     brokers: Mapping[Any, int] | None = None,  # keys: str or os.PathLike paths
                      stats: ReadStats | None = None) -> Iterator[LogEntry]:
     """Yield coordinator entries of every input in order, and one error entry per bad input.
 

@@ -1,0 +1,146 @@
+"""SIGKILL `rebalance-audit run` at random moments, many times: every recovery equals an
+uninterrupted run, row for row (issue 20's long run; the suite's `tests/test_run_killed.py`
+kills at two chosen moments).
+
+One uninterrupted run of the command a user types (`run --segments ... --logs ...`, checks
+and report included) over a recording is the reference; it also gives the command's length
+and when each step started. Then, per trial, the same command on a fresh lake is SIGKILLed
+(with its Spark JVM: the whole process group) after a delay drawn uniformly over that
+length, so kills fall in every step (bronze from files, silver, gold, what-if, the quality
+checks, the report) in proportion to its time; the same command is then run again to its
+end, and every table must equal the reference's (`pipelines.lake.compare`, arrival stamps
+aside). `quality_results` is a log of every check made, the killed run's included, so it is
+compared by the verdicts of the last run. The report must be there.
+
+    .venv/bin/python bench/kill_trials.py [--trials 50] [--recording crash_autocommit] [--seed 1]
+
+Prints one line per trial (the step it killed, whether the recovery matched) and a count per
+step; exits 1 when any recovery differs. About 5 minutes per trial on 2 cores.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from pipelines.lake import Lake  # noqa: E402
+from pipelines.lake.compare import differing_tables  # noqa: E402
+
+SHARED = Path(os.environ.get("REBALANCE_AUDIT_SHARED", REPO.parent / "shared"))
+STEP = re.compile(r"^rebalance-audit run: (\w+): started")
+LOG = "quality_results"
+
+
+def command(lake: Path, recording: Path) -> list[str]:
+    return [sys.executable, "-m", "rebalance_audit.cli", "run", "--lake", str(lake), "--cluster", "kill",
+            "--segments", str(recording / "offsets_segments"), "--logs", str(recording / "server.log")]
+
+
+def last_step(stderr: Path) -> str:
+    steps = [m.group(1) for line in stderr.read_text(errors="replace").splitlines() if (m := STEP.match(line))]
+    return steps[-1] if steps else "(before the first step)"
+
+
+def verdicts(lake: Lake) -> list[tuple]:
+    """The last run's check verdicts: (table, expectation, success, violations)."""
+    rows = lake.read_arrow(LOG).to_pylist()
+    last = max(r["run_ts"] for r in rows)
+    return sorted((r["table_name"], r["expectation"], r["success"], r["violations"]) for r in rows if r["run_ts"] == last)
+
+
+def run_to_end(lake: Path, recording: Path, stderr: Path) -> float:
+    lake.parent.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    with open(stderr, "w") as err:
+        done = subprocess.run(command(lake, recording), cwd=REPO, stdout=subprocess.DEVNULL, stderr=err, timeout=3600)
+    if done.returncode != 0:
+        raise SystemExit(f"run over {lake} failed ({done.returncode}): see {stderr}")
+    return time.monotonic() - started
+
+
+def kill_after(lake: Path, recording: Path, delay: float, stderr: Path) -> str:
+    """Start the run, SIGKILL its process group after `delay` s; the step it was in ("ended"
+    when it finished first)."""
+    lake.parent.mkdir(parents=True, exist_ok=True)
+    with open(stderr, "w") as err:
+        proc = subprocess.Popen(command(lake, recording), cwd=REPO, stdout=subprocess.DEVNULL, stderr=err,
+                                start_new_session=True)
+        try:
+            proc.wait(timeout=delay)
+            return "ended"
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return last_step(stderr)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trials", type=int, default=50)
+    ap.add_argument("--recording", default="crash_autocommit", help="a folder of ../shared/recordings")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--workdir", help="where the lakes go (default: a temporary folder, removed)")
+    args = ap.parse_args()
+    recording = SHARED / "recordings" / args.recording
+    if not (recording / "offsets_segments").is_dir():
+        raise SystemExit(f"no recording at {recording}")
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="kill-trials-"))
+    work.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(args.seed)
+    try:
+        # Each lake in a folder of its own: the report is written beside it (`report/`).
+        reference = work / "reference" / "lake"
+        length = run_to_end(reference, recording, work / "reference.stderr")
+        ref = Lake(reference)
+        want = verdicts(ref)
+        print(f"reference: {length:.0f} s, {len(ref.tables())} tables; {args.trials} trials, kills uniform over "
+              f"0-{length:.0f} s", flush=True)
+        by_step: Counter = Counter()
+        failed = []
+        for i in range(1, args.trials + 1):
+            lake = work / f"trial-{i}" / "lake"
+            delay = rng.uniform(0.5, length)
+            step = kill_after(lake, recording, delay, work / f"trial-{i}.killed.stderr")
+            run_to_end(lake, recording, work / f"trial-{i}.stderr")
+            got = Lake(lake)
+            differs = differing_tables(ref, got, ignore={"ingested_at", "first_seen_at", "run_id", "run_ts",
+                                                         "check_seconds", "data_docs"})
+            differs = [t for t in differs if t != LOG]
+            if verdicts(got) != want:
+                differs.append(f"{LOG} (the last run's verdicts)")
+            if not (lake.parent / "report" / "index.html").exists():
+                differs.append("the report (no index.html)")
+            by_step[step] += 1
+            print(f"trial {i}: killed at {delay:.1f} s in {step}: "
+                  + ("recovered, every table equal" if not differs else f"DIFFERS: {', '.join(differs)}"), flush=True)
+            if differs:
+                failed.append(i)
+            else:
+                shutil.rmtree(lake.parent, ignore_errors=True)
+        print("kills per step: " + ", ".join(f"{s} {n}" for s, n in by_step.most_common()))
+        print(f"{args.trials - len(failed)} of {args.trials} recoveries equal the uninterrupted run"
+              + (f"; differing: trials {failed} (lakes kept in {work})" if failed else ""))
+        return 1 if failed else 0
+    finally:
+        if not args.workdir and not failed_dirs(work):
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def failed_dirs(work: Path) -> bool:
+    return any(p.name.startswith("trial-") and p.is_dir() for p in work.iterdir()) if work.exists() else False
+
+
+if __name__ == "__main__":
+    sys.exit(main())
