@@ -442,8 +442,18 @@ class ScenarioResult:
         return _read_jsonl(self.driver_log)
 
 
+def _tell(proc: subprocess.Popen, line: str, last: bool = False) -> None:
+    """One command line to a member process (testbed.member reads its stdin); `last` closes it."""
+    assert proc.stdin is not None  # members are started with stdin=PIPE
+    proc.stdin.write(line.encode() + b"\n")
+    if last:
+        proc.stdin.close()
+    else:
+        proc.stdin.flush()
+
+
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    out = []
+    out: list[dict[str, Any]] = []
     if not path.exists():
         return out
     with open(path, encoding="utf-8") as f:
@@ -602,8 +612,7 @@ class ScenarioRunner:
     def _Leave(self, step: Leave) -> None:
         proc = self._require_live(step.name)
         try:
-            proc.stdin.write(b"close\n")
-            proc.stdin.close()
+            _tell(proc, "close", last=True)
         except BrokenPipeError:
             pass
         try:
@@ -630,8 +639,7 @@ class ScenarioRunner:
 
     def _Stall(self, step: Stall) -> None:
         proc = self._require_live(step.name)
-        proc.stdin.write(f"stall {step.seconds}\n".encode())
-        proc.stdin.flush()
+        _tell(proc, f"stall {step.seconds}")
         self.log("stall", member=step.name, seconds=step.seconds)
 
     def _RestartCluster(self, step: RestartCluster) -> None:
@@ -798,8 +806,7 @@ class ScenarioRunner:
         for name in self.live():
             proc = self._procs[name]
             try:
-                proc.stdin.write(b"close\n")
-                proc.stdin.close()
+                _tell(proc, "close", last=True)
             except (BrokenPipeError, ValueError):
                 pass
         for name, proc in self._procs.items():
