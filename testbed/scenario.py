@@ -25,7 +25,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Union
+from typing import Any, Callable, Iterable, Mapping, Union
 
 from .broker import BrokerError, KafkaCluster, librdkafka_log
 
@@ -36,7 +36,7 @@ _REPO_ROOT = Path(__file__).resolve().parents[1]
 # members get both from the broker (broker.TEST_GROUP_PROPERTIES): librdkafka refuses them
 # with group.protocol=consumer, so only the protocol-neutral default applies there.
 MEMBER_DEFAULTS: dict[str, object] = {"auto.commit.interval.ms": 1000}
-CLASSIC_MEMBER_DEFAULTS: dict[str, object] = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}
+CLASSIC_MEMBER_DEFAULTS: dict[str, int] = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000}
 
 
 # ----- steps --------------------------------------------------------------------------
@@ -390,7 +390,8 @@ def restart_scenario(topic: str = "orders", partitions: int = 6, rate_per_s: flo
     ]
 
 
-SCENARIOS = {
+# Each a function of keyword arguments (topic=..., ...) giving the scenario's steps.
+SCENARIOS: dict[str, Callable[..., list[Step]]] = {
     "classic-range": classic_range_scenario,
     "cooperative-rolling": cooperative_rolling_scenario,
     "poll-timeout": poll_timeout_scenario,

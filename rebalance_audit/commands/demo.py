@@ -41,9 +41,13 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rebalance_audit.cli import UsageError, add_common_options
 from pipelines.spark import SPARK_LOG_ENV
+
+if TYPE_CHECKING:
+    from testbed.scenario import ScenarioResult
 
 
 @dataclass(frozen=True)
@@ -297,7 +301,7 @@ def _start_spark_in_background(master: str) -> _SparkStarter:
     return t
 
 
-def _run_scenarios(kafka) -> dict[str, object]:
+def _run_scenarios(kafka) -> dict[str, ScenarioResult]:
     """Every demo group's scenario at once, each on its own thread."""
     from testbed.scenario import SCENARIOS, run_together
 
