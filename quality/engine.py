@@ -113,15 +113,24 @@ def violation_plan(df: DataFrame | None, suite: Suite, ctx: Context,
 
     Returns (plan or None, notes); notes maps an invariant that could not be evaluated to the reason.
     """
-    have = set(scan.columns if scan is not None else df.columns)
+    if scan is not None:
+        have = set(scan.columns)
+    elif df is not None:
+        have = set(df.columns)
+    else:
+        raise ValueError("violation_plan needs the table's DataFrame or a scan of it")
     parts, notes, rowwise = [], {}, []
-    row_frame = df
+    row_frame: DataFrame | None = None
     for inv in suite.invariants:
         missing = [c for c in (*inv.columns, "cluster") if c not in have]
         if missing:
             # The table does not have the columns the claim is about: that is a failure of
             # the table's contract, reported as a violation keyed by the missing columns.
-            spark = ctx.lake.spark if ctx.lake is not None else df.sparkSession
+            if ctx.lake is not None:
+                spark = ctx.lake.spark
+            else:
+                assert df is not None  # a scan comes with its lake
+                spark = df.sparkSession
             parts.append(spark.createDataFrame(
                 [(None, json.dumps({"missing_columns": sorted(set(missing))}), "table lacks column(s) " + ", ".join(sorted(set(missing))))],
                 "cluster string, key string, detail string").withColumn("invariant", F.lit(inv.name)))
@@ -142,7 +151,7 @@ def violation_plan(df: DataFrame | None, suite: Suite, ctx: Context,
             notes[inv.name] = f"needs {inv.needs}" if inv.needs else "not applicable"
             continue
         parts.append(v.withColumn("invariant", F.lit(inv.name)))
-    if rowwise:
+    if rowwise and row_frame is not None:  # (a row-level invariant was given a frame)
         parts.append(fused_row_violations(row_frame, rowwise))
     if not parts:
         return None, notes

@@ -17,6 +17,7 @@ incomplete or suspicious but still usable (a warning).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Any
 from dataclasses import dataclass, field
 
 from pyspark.sql import Column, DataFrame
@@ -34,7 +35,7 @@ class Context:
 
     tables: Callable[[str], DataFrame | None]  # name → DataFrame, or None when the table is absent
     params: Mapping[str, float] = field(default_factory=dict)
-    lake: object | None = None  # the Lake, for what its Delta log answers without a scan
+    lake: Any = None  # the Lake (pipelines.lake.Lake), for what its Delta log answers without a scan
     def other(self, name: str) -> DataFrame | None:
         return self.tables(name)
 
