@@ -160,8 +160,8 @@ def _stats_frame(t: LakeTables) -> DataFrame | None:
     """The report's headline rows: gold's `group_summary` as it is. Before gold has run, the
     groups silver holds, every figure null (the pages print "not computed")."""
     names = (*OVERVIEW_COLUMNS, *EXTRA_COLUMNS)
-    if t.has(SUMMARY):
-        s = t.get(SUMMARY)
+    s = t.get(SUMMARY)
+    if s is not None:
         cols = [F.col(c) for c in GROUP_KEYS]
         for n in names[len(GROUP_KEYS):]:
             if n in AS_MS:
@@ -169,7 +169,7 @@ def _stats_frame(t: LakeTables) -> DataFrame | None:
             else:
                 cols.append(F.col(RENAMED.get(n, n)).alias(n))
         return s.select(group_key_col().alias("key"), *cols)
-    keys = [t.get(n).select(*GROUP_KEYS) for n in SILVER if t.has(n)]
+    keys = [df.select(*GROUP_KEYS) for n in SILVER if (df := t.get(n)) is not None]
     if not keys:
         return None
     groups = keys[0]
@@ -325,11 +325,10 @@ def _detail_frame(t: LakeTables, caps: Caps) -> DataFrame | None:
         if df is None or sort not in df.columns or not set(GROUP_KEYS) <= set(df.columns):
             continue  # absent (the page says "not computed"), or an older table without the column
         branches.append(_branch(df, kind, cols, sort, order, getattr(caps, cap_attr)))
-    if t.has("whatif_summary"):
-        w = t.get("whatif_summary")
-        if "incarnation" in w.columns:
-            # Every assignor row of the latest incarnation (dense rank 1 on incarnation).
-            branches.append(_branch(w, "whatif", WHATIF_COLUMNS, None, ("incarnation", "segment"), caps.whatif,
+    whatif = t.get("whatif_summary")
+    if whatif is not None and "incarnation" in whatif.columns:
+        # Every assignor row of the latest history (dense rank 1 on incarnation, segment).
+        branches.append(_branch(whatif, "whatif", WHATIF_COLUMNS, None, ("incarnation", "segment"), caps.whatif,
                                     dense=True))
     if not branches:
         return None
@@ -349,9 +348,10 @@ def _detail_frame(t: LakeTables, caps: Caps) -> DataFrame | None:
 def _commit_rates_frame(t: LakeTables, stats: pa.Table, caps: Caps) -> DataFrame | None:
     """Records per second committed on each partition, in at most `rate_buckets` time buckets
     per group, for the `rate_partitions` busiest partitions of the group."""
-    if not t.has("offset_commits"):
+    commits = t.get("offset_commits")
+    if commits is None:
         return None
-    spark = t.get("offset_commits").sparkSession
+    spark = commits.sparkSession
     # Bucket width per group from the stats' first and last commit: at least a second per
     # bucket, since commits are seconds apart (auto-commit defaults to 5 s) and finer
     # buckets would show gaps rather than a rate.
@@ -365,7 +365,7 @@ def _commit_rates_frame(t: LakeTables, stats: pa.Table, caps: Caps) -> DataFrame
     # One slice: a few thousand rows at most, broadcast to every task of the scan below.
     bounds = spark.createDataFrame(spark.sparkContext.parallelize(rows, 1),
                                    "cluster string, group_id string, _t0 long, _w long")
-    c = t.get("offset_commits")
+    c = commits
     if "is_deletion" in c.columns:
         c = c.where(~F.coalesce(F.col("is_deletion"), F.lit(False)))
     c = c.where(F.col("offset").isNotNull()).select(*GROUP_KEYS, "topic", "partition", "offset",
