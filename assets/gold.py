@@ -19,17 +19,18 @@ GOLD_GROUP = "gold"
 
 
 class _GoldConfigBase(Config):
+    full_rebuild: bool = Field(False, description="recompute every group, not only the ones with new silver rows")
+
     def params(self) -> GoldParams:
         return GoldParams(**{f.name: getattr(self, f.name) for f in dataclasses.fields(GoldParams)})
 
 
 def _gold_config() -> type[_GoldConfigBase]:
     """`gold_tables`' run config: one field per GoldParams setting, with its type, default and
-    description taken from GoldParams (defined once there), plus `full_rebuild`."""
+    description taken from GoldParams (defined once there), and the base's `full_rebuild`."""
     types = typing.get_type_hints(GoldParams)
-    fields = {f.name: (types[f.name], Field(f.default, description=f.metadata["description"]))
-              for f in dataclasses.fields(GoldParams)}
-    fields["full_rebuild"] = (bool, Field(False, description="recompute every group, not only the ones with new silver rows"))
+    fields: dict[str, typing.Any] = {f.name: (types[f.name], Field(f.default, description=f.metadata["description"]))
+                                     for f in dataclasses.fields(GoldParams)}
     return create_model(
         "GoldConfig", __base__=_GoldConfigBase, __module__=__name__,
         __doc__="Run config of `gold_tables`: the GoldParams (defaults in docs/gold.md). Changing any of them "
@@ -37,7 +38,10 @@ def _gold_config() -> type[_GoldConfigBase]:
         **fields)
 
 
-GoldConfig = _gold_config()
+if typing.TYPE_CHECKING:
+    GoldConfig = _GoldConfigBase  # the GoldParams fields are made at import: a type checker sees the base
+else:
+    GoldConfig = _gold_config()
 
 
 @multi_asset(
