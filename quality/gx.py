@@ -16,6 +16,7 @@ import fcntl
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 # GE phones home (usage analytics) unless told not to; an audit tool on a cluster must not.
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
@@ -60,14 +61,17 @@ class QualityContext:
         self.folder.mkdir(parents=True, exist_ok=True)
         self.ctx = gx.get_context(mode="file", project_root_dir=str(self.folder))
         self.ctx.variables.progress_bars = ProgressBarsConfig(globally=False)
-        sites = self.ctx.get_config().data_docs_sites or {}
+        # (GE's type hints: the config is a union of its forms, and the site's TypedDict
+        # lacks show_how_to_buttons, which its SiteBuilder takes.)
+        sites = getattr(self.ctx.get_config(), "data_docs_sites", None) or {}
         if SITE not in sites:
-            self.ctx.add_data_docs_site(SITE, {
+            site: Any = {
                 "class_name": "SiteBuilder",
                 "show_how_to_buttons": False,
                 "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(self.docs_dir)},
                 "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
-            })
+            }
+            self.ctx.add_data_docs_site(SITE, site)
         if "local_site" in sites:
             self.ctx.delete_data_docs_site("local_site")
         self.source = self.ctx.data_sources.add_or_update_pandas(name=DATASOURCE)
@@ -117,7 +121,7 @@ class QualityContext:
             ValidationResultIdentifier,
         )
 
-        ids = []
+        ids: list[Any] = []  # validation results and their suites
         for r in results:
             suite_id = ExpectationSuiteIdentifier(name=r.suite_name)
             ids.append(ValidationResultIdentifier(expectation_suite_identifier=suite_id, run_id=r.meta["run_id"],
