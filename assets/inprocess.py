@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Set as AbstractSet
 from dataclasses import dataclass
 
 from dagster import (AssetCheckSeverity, DagsterEventType, DagsterInstance, Definitions, LoggerDefinition,
@@ -134,7 +134,7 @@ def _step_lines(say: Callable[[str], None]) -> LoggerDefinition:
                 ended = "done" if event.event_type == DagsterEventType.STEP_SUCCESS else "failed"
                 say(f"{event.step_key}: {ended} in {took:.1f} s")
 
-    @logger(description="one line per step started and ended")
+    @logger(config_schema=None, description="one line per step started and ended")
     def steps(_init_context) -> logging.Logger:
         out = logging.Logger("rebalance-audit.steps", logging.DEBUG)
         out.addHandler(_Steps())
@@ -180,7 +180,7 @@ def materialize_all(resources: Mapping[str, object], ingest: Mapping | None = No
     for event in result.all_events:
         if event.event_type != DagsterEventType.ASSET_MATERIALIZATION:
             continue
-        m = event.event_specific_data.materialization
+        m = event.step_materialization_data.materialization
         meta = m.metadata
         report = _value(meta, "report_path") or report
         uri = _value(meta, "table_uri")
@@ -283,7 +283,7 @@ def blocked_message(outcome: RunOutcome) -> str | None:
             f"see quality_results and the data docs){skipped}")
 
 
-def _failure(result, ignore: set[str] = frozenset()) -> str | None:
+def _failure(result, ignore: AbstractSet[str] = frozenset()) -> str | None:
     """The first failed step's one-line error; a check step that failed only because a
     blocking check did (DagsterAssetCheckFailedError) is not an error here (None)."""
     for event in result.all_events:

@@ -352,33 +352,34 @@ def ingest_kafka(
             for msg in consumer.c.consume(num_messages=want, timeout=0.2):
                 last_progress = time.monotonic()
                 err = msg.error()
-                p = msg.partition()
+                p, off = msg.partition(), msg.offset()
                 if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
+                    if err.code() == KafkaError._PARTITION_EOF and p is not None:
                         done.add(p)
-                        if msg.offset() is not None and msg.offset() >= 0:
+                        if off is not None and off >= 0:
                             # EOF offset = next offset; with read_committed it can lie past
                             # trailing transaction markers, which need no re-reading.
-                            if start.get(p) is None or msg.offset() > start[p]:
-                                positions[p] = max(positions.get(p, -1), msg.offset())
+                            if start.get(p) is None or off > start[p]:
+                                positions[p] = max(positions.get(p, -1), off)
                         continue
-                    if p is None or p < 0 or msg.offset() is None or msg.offset() < 0:
+                    if p is None or p < 0 or off is None or off < 0:
                         if err.fatal():
                             raise IngestError(f"Kafka client error: {_mask(err.str(), consumer.secrets)}")
                         continue  # connection-level: librdkafka retries; the stall timer bounds it
                     summary.quarantined_seen += 1
                     quarantine.add(
                         quarantine_row(
-                            cluster, "kafka", f"{p}@{msg.offset()}", _mask(err.str(), consumer.secrets),
-                            target_table="offsets_records", partition=p, offset=msg.offset(),
+                            cluster, "kafka", f"{p}@{off}", _mask(err.str(), consumer.secrets),
+                            target_table="offsets_records", partition=p, offset=off,
                         )
                     )
-                    positions[p] = msg.offset() + 1
+                    positions[p] = off + 1
                     continue
+                assert p is not None and off is not None  # a record always has both
                 summary.seen += 1
                 pending += 1
                 records.add(_row(msg, cluster, ingested_at))
-                positions[p] = msg.offset() + 1
+                positions[p] = off + 1
                 if p in targets and positions[p] >= targets[p]:
                     done.add(p)
             if pending >= commit_every:
