@@ -10,7 +10,7 @@ length, so kills fall in every step (bronze from files, silver, gold, what-if, t
 checks, the report) in proportion to its time; the same command is then run again to its
 end, and every table must equal the reference's (`pipelines.lake.compare`, arrival stamps
 aside). `quality_results` is a log of every check made, the killed run's included, so it is
-compared by the verdicts of the last run. The report must be there.
+compared by each check's latest verdict. The report must be there.
 
     .venv/bin/python bench/kill_trials.py [--trials 50] [--recording crash_autocommit] [--seed 1]
 
@@ -102,6 +102,7 @@ def main() -> int:
     work = Path(args.workdir or tempfile.mkdtemp(prefix="kill-trials-"))
     work.mkdir(parents=True, exist_ok=True)
     rng = random.Random(args.seed)
+    keep = bool(args.workdir)  # a temporary folder goes, unless it holds what explains a failure
     try:
         # Each lake in a folder of its own: the report is written beside it (`report/`).
         reference = work / "reference" / "lake"
@@ -120,7 +121,7 @@ def main() -> int:
             got = Lake(lake)
             differs = [t for t in differing_tables(ref, got) if t != LOG]
             if verdicts(got) != want:
-                differs.append(f"{LOG} (the last run's verdicts)")
+                differs.append(f"{LOG} (each check's latest verdict)")
             if not (lake.parent / "report" / "index.html").exists():
                 differs.append("the report (no index.html)")
             by_step[step] += 1
@@ -128,19 +129,19 @@ def main() -> int:
                   + ("recovered, every table equal" if not differs else f"DIFFERS: {', '.join(differs)}"), flush=True)
             if differs:
                 failed.append(i)
+                keep = True
             else:
                 shutil.rmtree(lake.parent, ignore_errors=True)
         print("kills per step: " + ", ".join(f"{s} {n}" for s, n in by_step.most_common()))
         print(f"{args.trials - len(failed)} of {args.trials} recoveries equal the uninterrupted run"
               + (f"; differing: trials {failed} (lakes kept in {work})" if failed else ""))
         return 1 if failed else 0
+    except BaseException:
+        keep = True  # a run that failed names its stderr file in there
+        raise
     finally:
-        if not args.workdir and not failed_dirs(work):
+        if not keep:
             shutil.rmtree(work, ignore_errors=True)
-
-
-def failed_dirs(work: Path) -> bool:
-    return any(p.name.startswith("trial-") and p.is_dir() for p in work.iterdir()) if work.exists() else False
 
 
 if __name__ == "__main__":

@@ -231,9 +231,8 @@ def _number_incarnations(lake, new: DataFrame, since: int):
     # (None: bronze not partitioned by cluster, read it all).
     clusters = lake.added_partition_values(BRONZE_OFFSETS, since, "cluster")
     old = lake.read("group_generations", clusters=clusters)
-    late: DataFrame | None = decode_job.late_groups(old, new)
-    if late is not None and late.isEmpty():
-        late = None
+    found = decode_job.late_groups(old, new)
+    late = None if found.isEmpty() else found
     in_order = new if late is None else new.join(late, GROUP, "left_anti")
     prior = old.where(decode_job.ends_incarnation(old)).groupBy(*GROUP).agg(F.count("*").alias("deletions"))
     generations = decode_job.add_incarnations(in_order, prior)
