@@ -97,9 +97,13 @@ def _static(out: Path) -> None:
 
 
 def _inputs(lake, page_size: int, caps: Caps) -> dict:
-    """What a report is made of: its tables' Delta versions (-1: absent) and its settings."""
+    """What a report is made of: its tables' Delta versions (-1: absent), which tables those
+    are (their ids: two lakes in one folder share its `report/`, and may well be at the same
+    versions), and its settings."""
+    names = [n for n in (*SILVER, *GOLD, *WHATIF) if lake.exists(n)]
     return {"format": REPORT_FORMAT, "page_size": page_size, "caps": dataclasses.asdict(caps),
-            "tables": {n: (lake.version(n) if lake.exists(n) else -1) for n in (*SILVER, *GOLD, *WHATIF)}}
+            "tables": {n: (lake.version(n) if n in names else -1) for n in (*SILVER, *GOLD, *WHATIF)},
+            "table_ids": {n: lake.table_id(n) for n in names}}
 
 
 def _state(out: Path) -> dict | None:
@@ -132,7 +136,7 @@ def _changed_groups(lake, before: dict[str, int], now: dict[str, int]) -> list[t
         if removed and not all(lake.file_exists(f) for f in removed):
             return None
         if added or removed:
-            parts.append(lake.rows_of_files(name, added + removed).select("cluster", "group_id"))
+            parts.append(lake.rows_of_files(name, {**added, **removed}).select("cluster", "group_id"))
     if not parts:
         return []
     union = parts[0]
@@ -151,7 +155,7 @@ def _incremental(lake, out: Path, kept: dict | None, inputs: dict, tables: LakeT
     if kept is None or not (out / STATS_FILE).is_file():
         return None
     before = kept["inputs"]
-    if any(before.get(k) != inputs[k] for k in ("format", "page_size", "caps")):
+    if any(before.get(k) != inputs[k] for k in ("format", "page_size", "caps", "table_ids")):
         return None
     try:
         previous, previous_caps = pq.read_table(out / STATS_FILE), Caps(**kept["caps_effective"])

@@ -45,12 +45,40 @@ def test_added_since_reads_only_files_added_after_the_version(lake, spark):  # n
     assert rows_of(lake.added_since("s", v1)) == [("a", "g3", 3), ("b", "g4", 4)]
     assert rows_of(lake.added_since("s", v2)) == [("b", "g4", 4)]
     assert rows_of(lake.added_since("s", lake.version("s"))) == []
-    assert lake.files_added_since("s", lake.version("s")) == []
+    assert lake.files_added_since("s", lake.version("s")) == {}
     everything = [("a", "g1", 1), ("a", "g3", 3), ("b", "g2", 2), ("b", "g4", 4)]
     assert rows_of(lake.added_since("s", None)) == everything
     assert rows_of(lake.added_since("s", -1)) == everything
     with pytest.raises(LakeError, match="not at 99"):
         lake.added_since("s", 99)
+
+
+# Cluster names as a user may spell them: the two writers escape such partition folder
+# names differently, and Spark's parsing of delta-rs's decodes "ü" as two characters.
+ODD_CLUSTERS = ["prod-eu ü", "a b/c%d=e:f", "x#y?z[1]{2}*", "plain"]
+
+
+def test_partition_values_come_from_the_log_whichever_engine_wrote_the_folder(lake, spark):  # noqa: F811
+    schema = pa.schema([("cluster", pa.string()), ("partition", pa.int32()), ("n", pa.int64())])
+    lake.create("s", schema, ["cluster", "partition"])
+    v0 = lake.append("s", pa.table({"cluster": ODD_CLUSTERS, "partition": pa.array([0, 1, 2, 3], pa.int32()),
+                                    "n": [1, 2, 3, 4]}, schema=schema))
+    # delta-spark writes the next rows: its own folder names, the same values.
+    lake.write_df("s", spark.createDataFrame([(c, 7, 10 + i) for i, c in enumerate(ODD_CLUSTERS)],
+                                             "cluster string, partition int, n long"))
+    every = sorted([(c, i, i + 1) for i, c in enumerate(ODD_CLUSTERS)]
+                   + [(c, 7, 10 + i) for i, c in enumerate(ODD_CLUSTERS)])
+    assert rows_of(lake.read("s")) == every
+    assert rows_of(lake.added_since("s", None)) == every
+    assert rows_of(lake.added_since("s", v0)) == sorted((c, 7, 10 + i) for i, c in enumerate(ODD_CLUSTERS))
+    assert rows_of(lake.read("s", clusters=["prod-eu ü"])) == [("prod-eu ü", 0, 1), ("prod-eu ü", 7, 10)]
+    assert rows_of(lake.read("s", v0).where("partition = 1")) == [("a b/c%d=e:f", 1, 2)]
+    # A rewrite: the files it removed still read with their own partition values.
+    lake.overwrite_where("s", pa.table({"cluster": ["plain"], "partition": pa.array([9], pa.int32()), "n": [99]},
+                                       schema=schema), "cluster = 'plain'")
+    added, removed = lake.file_changes("s", lake.version("s") - 1)
+    assert rows_of(lake.rows_of_files("s", added)) == [("plain", 9, 99)]
+    assert rows_of(lake.rows_of_files("s", removed)) == [("plain", 3, 4), ("plain", 7, 13)]
 
 
 def test_replace_rows_is_one_commit_and_leaves_other_keys_alone(lake, spark):  # noqa: F811
@@ -130,7 +158,7 @@ def test_partition_max_and_file_changes_come_from_the_log(lake):
     assert lake.partition_max("b", "offset") == {("a", 0): 7, ("a", 1): 9, ("b", 0): 2}
     assert lake.partition_max("b", "offset", v1) == {("a", 0): 5, ("a", 1): 9, ("b", 0): 2}
     added, removed = lake.file_changes("b", v1)
-    assert len(added) == 1 and removed == []
+    assert len(added) == 1 and removed == {}
     lake.optimize("b")  # a rewrite: files go, so the table was not only appended to
     assert lake.file_changes("b", v1)[1]
 
@@ -182,12 +210,12 @@ def test_a_compaction_of_rows_already_seen_is_no_change_to_the_incremental_reade
     seen = lake.version("b")
     lake.optimize("b")
     assert lake.version("b") == seen + 1
-    assert lake.file_changes("b", seen) == ([], [])
+    assert lake.file_changes("b", seen) == ({}, {})
     assert lake.changed_partition_values("b", seen, "cluster") == set()
     assert rows_of(lake.added_since("b", seen)) == []
     # What comes after it is seen as new, and only that.
     lake.append("b", _rows(schema, "c", [7]))
     added, removed = lake.file_changes("b", seen)
-    assert len(added) == 1 and removed == []
+    assert len(added) == 1 and removed == {}
     assert rows_of(lake.added_since("b", seen).select("cluster", "offset")) == [("c", 7)]
     assert lake.added_partition_values("b", seen, "cluster") == {"c"}

@@ -3,7 +3,8 @@
 Two writers, one format (reader 1 / writer 2: no deletion vectors, no column mapping, so
 delta-rs, delta-spark, Trino and DuckDB all open every table):
 
-* Spark jobs read and write through delta-spark (`format("delta")`, `MERGE`, time travel);
+* Spark jobs write through delta-spark (`save`, `MERGE`) and read the data files a version's
+  log names (`sparkio.read_files`: delta-spark's reads cost a Spark job per scan);
 * Arrow writes, where no JVM should start (bronze ingestion, quality results, the
   positions ledger), go through delta-rs. Nothing outside this package imports
   `deltalake`.
@@ -121,6 +122,11 @@ class Lake:
     def partition_by(self, name: str) -> list[str]:
         return list(self.table(name).metadata().partition_columns)
 
+    def table_id(self, name: str) -> str:
+        """The table's id in its log: set when it was created, so another table of the same
+        name (another lake, or this one deleted and created again) has another."""
+        return str(self.table(name).metadata().id)
+
     def version(self, name: str) -> int:
         return self.table(name).version()
 
@@ -224,11 +230,20 @@ class Lake:
         raise LakeError(f"table {name}: could not commit after 20 attempts (concurrent writers?)")
 
     def read_since(self, name: str, column: str, since: int, upto: int | None = None):
-        """Rows with since < `column` <= upto as a Spark DataFrame (delta-spark skips the
-        files whose min/max statistics exclude the range: cost grows with the increment)."""
+        """Rows with since < `column` <= upto as a Spark DataFrame, reading only the files
+        whose min/max statistics in the log can hold such rows: cost grows with the
+        increment, not with the table."""
         from pyspark.sql import functions as F
 
-        df = self.read(name, upto)  # first: starts Spark, which column expressions need
+        dt = self.table(name, upto)
+        files = self._files(name, dt)
+        stats = pa.table(dt.get_add_actions(flatten=True))
+        if f"max.{column}" in stats.column_names:
+            lows, highs = stats.column(f"min.{column}").to_pylist(), stats.column(f"max.{column}").to_pylist()
+            skip = {self._file_uri(name, path) for path, lo, hi in zip(stats.column("path").to_pylist(), lows, highs)
+                    if hi is not None and (hi <= since or (upto is not None and lo is not None and lo > upto))}
+            files = {u: v for u, v in files.items() if u not in skip}
+        df = self._read_files(name, files, dt)
         cond = F.col(column) > since
         if upto is not None:
             cond = cond & (F.col(column) <= upto)
@@ -336,19 +351,43 @@ class Lake:
         return sparkio.spark_path(self.uri(name))
 
     def read(self, name: str, version: int | None = None, clusters: Iterable[str] | None = None):
-        """The table at `version` (default: its latest now) as a Spark DataFrame, read by
-        delta-spark. The version is pinned: delta-spark would otherwise read whatever is
-        latest each time the DataFrame runs, and a job that reads a table, rewrites it and
-        then uses what it read (silver's parked transactional commits) must see the rows it
-        read. With `clusters`, only those `cluster` partitions (Delta prunes the other files
-        from the log before Spark lists anything); a table not partitioned by cluster is read whole."""
-        from pyspark.sql import functions as F
+        """The table at `version` (default: its latest now) as a Spark DataFrame over that
+        version's data files (sparkio.read_files). The version is pinned: a job that reads a
+        table, rewrites it and then uses what it read (silver's parked transactional commits)
+        sees the rows it read. With `clusters`, only the files of those `cluster` partitions
+        (from the log, before Spark lists anything); a table not partitioned by cluster is
+        read whole."""
+        dt = self.table(name, None if version is None else int(version))  # LakeError if absent
+        files = self._files(name, dt)
+        if clusters is not None and "cluster" in dt.metadata().partition_columns:
+            wanted = set(clusters)
+            files = {u: v for u, v in files.items() if v.get("cluster") in wanted}
+        return self._read_files(name, files, dt)
 
-        version = self.version(name) if version is None else int(version)  # LakeError if absent
-        df = self.spark.read.format("delta").option("versionAsOf", version).load(self.spark_uri(name))
-        if clusters is not None and "cluster" in self.partition_by(name):
-            df = df.where(F.col("cluster").isin(sorted(set(clusters))))
-        return df
+    def _read_files(self, name: str, files: Mapping[str, Mapping], dt: DeltaTable):
+        return sparkio.read_files(self.spark, files, pa.schema(dt.schema().to_arrow()),
+                                  list(dt.metadata().partition_columns))
+
+    def _file_uri(self, name: str, path: str) -> str:
+        """A data file's URI as `file_uris` names it, from its path in the log (relative and
+        percent-encoded, or absolute)."""
+        if "://" in path or path.startswith("/"):
+            return path
+        base = _decoded(self.uri(name)) if self.is_local else self.uri(name)
+        return f"{base}/{unquote(path)}"
+
+    def _files(self, name: str, dt: DeltaTable) -> dict[str, dict]:
+        """The data files of snapshot `dt` of table `name`: URI → partition values."""
+        uris = dt.file_uris()
+        parts = list(dt.metadata().partition_columns)
+        if not parts:
+            return {u: {} for u in uris}
+        actions = pa.table(dt.get_add_actions(flatten=True))
+        values = zip(*(actions.column(f"partition.{c}").to_pylist() for c in parts))
+        files = {self._file_uri(name, p): dict(zip(parts, v)) for p, v in zip(actions.column("path").to_pylist(), values)}
+        if set(files) != set(uris):
+            raise LakeError(f"table {name}: the log's file paths do not map to its file URIs (written by another tool?)")
+        return files
 
     def write_df(
         self,
@@ -372,33 +411,37 @@ class Lake:
         writer.save(self.spark_uri(name))
         return self.version(name)
 
-    def files_added_since(self, name: str, version: int | None) -> list[str]:
-        """URIs of the data files in the latest snapshot that were not in it at `version`
-        (every file when `version` is None or negative). No Spark, only the log."""
+    def files_added_since(self, name: str, version: int | None) -> dict[str, dict]:
+        """The data files in the latest snapshot that were not in it at `version` (every
+        file when `version` is None or negative), URI → partition values. No Spark, only the log."""
         return self.file_changes(name, version)[0]
 
-    def file_changes(self, name: str, version: int | None) -> tuple[list[str], list[str]]:
+    def file_changes(self, name: str, version: int | None) -> tuple[dict[str, dict], dict[str, dict]]:
         """(files with new rows, files whose rows are gone) between `version` and the
-        latest snapshot, as URIs. A removed file means the table was not only appended to
-        (overwrite, delete, MERGE). Compactions (`maintain`'s OPTIMIZE) of rows older than
-        `version` are no change (see txlog.data_changes). `version` None or negative: every
-        file is added."""
+        latest snapshot, each URI → its partition values. A removed file means the table was
+        not only appended to (overwrite, delete, MERGE). Compactions (`maintain`'s OPTIMIZE)
+        of rows older than `version` are no change (see txlog.data_changes). `version` None
+        or negative: every file is added."""
         dt = self.table(name)
-        now = dt.file_uris()
+        now = self._files(name, dt)
         if version is None or version < 0:
-            return now, []
+            return now, {}
         if version > dt.version():
             raise LakeError(f"table {name} is at version {dt.version()}, not at {version} or later (rewritten or replaced?)")
         if version == dt.version():
-            return [], []
-        walked = self._data_changes(name, dt, version, now)
+            return {}, {}
+        walked = self._data_changes(name, dt, version, list(now))
         if walked is not None:
-            return list(walked[0]), list(walked[1])
+            # A file's partition values as the snapshots know them (the log's own are
+            # strings, and a remove action may leave them out).
+            added, removed = walked
+            before = self._files(name, self.table(name, version)) if removed else {}
+            return {u: now[u] for u in added}, {u: before.get(u, v) for u, v in removed.items()}
         # The log of the range is cleaned up (or names files otherwise): compare snapshots,
         # which counts a compaction as a change (safe: a consumer re-reads more, not less).
-        before = self.table(name, version).file_uris()
-        now_set, before_set = set(now), set(before)
-        return [f for f in now if f not in before_set], [f for f in before if f not in now_set]
+        before = self._files(name, self.table(name, version))
+        return ({u: v for u, v in now.items() if u not in before},
+                {u: v for u, v in before.items() if u not in now})
 
     def _data_changes(self, name: str, dt: DeltaTable, version: int,
                       now: list[str] | None = None) -> tuple[dict, dict] | None:
@@ -408,12 +451,7 @@ class Lake:
         walked = txlog.data_changes(dt.to_pyarrow_dataset().filesystem, version, dt.version())
         if walked is None:
             return None
-        base = _decoded(self.uri(name)) if self.is_local else self.uri(name)
-
-        def uri(path: str) -> str:
-            return path if "://" in path or path.startswith("/") else f"{base}/{unquote(path)}"
-
-        added, removed = ({uri(p): v for p, v in files.items()} for files in walked)
+        added, removed = ({self._file_uri(name, p): v for p, v in files.items()} for files in walked)
         if not set(added) <= set(dt.file_uris() if now is None else now):
             return None  # paths written otherwise than this mapping assumes: do not guess
         return added, removed
@@ -491,12 +529,10 @@ class Lake:
             out[key] = hi if key not in out else max(out[key], hi)
         return {k: v for k, v in out.items() if k not in unknown}
 
-    def rows_of_files(self, name: str, files: Sequence[str]):
-        """The rows of these data files of `name` (URIs from `file_changes`: added ones, or
+    def rows_of_files(self, name: str, files: Mapping[str, Mapping]):
+        """The rows of these data files of `name` (from `file_changes`: added ones, or
         removed ones not vacuumed yet), as a Spark DataFrame with the table's current schema."""
-        dt = self.table(name)
-        schema = pa.schema(dt.schema().to_arrow())
-        return sparkio.read_files(self.spark, self.uri(name), list(files), schema, list(dt.metadata().partition_columns))
+        return self._read_files(name, files, self.table(name))
 
     def added_since(self, name: str, version: int | None):
         """The rows of the files added to `name` after `version`, as a Spark DataFrame

@@ -290,7 +290,7 @@ def rebuild_target_assignments(lake) -> int:
         # Unchanged, or only compacted since (versions moved, no row did).
         if built == versions or (built.keys() == versions.keys() and all(
                 built[APP_PREFIX + t] <= versions[APP_PREFIX + t]
-                and lake.file_changes(t, built[APP_PREFIX + t]) == ([], []) for t in inputs)):
+                and lake.file_changes(t, built[APP_PREFIX + t]) == ({}, {}) for t in inputs)):
             return 0
     topic_ids = lake.read("topic_ids") if lake.exists("topic_ids") else None
     df = decode_job.materialize_target_assignments(
