@@ -381,6 +381,30 @@ def test_unchanged_lake_keeps_the_report_without_a_spark_job(gold_lake, report, 
     assert not write_report(gold_lake, out, page_size=499).unchanged
 
 
+def test_a_report_of_another_lake_at_the_same_versions_is_written_again(gold_lake, report, tmp_path):
+    """Two lakes side by side share one `report/` folder (beside each): the report kept for
+    one is not the other's, even when every table is at the same version."""
+    import shutil
+
+    out = tmp_path / "kept"
+    shutil.copytree(report.out_dir, out)
+    other = Lake(tmp_path / "other-lake", spark=gold_lake.spark)
+    shutil.copytree(gold_lake.root, other.root)
+    # The other lake's group_summary: created apart, one group fewer, at the same version.
+    name = "group_summary"
+    rows, version = other.read_arrow(name), other.version(name)
+    schema, parts = other.schema(name), other.partition_by(name)
+    shutil.rmtree(other.uri(name))
+    other.create(name, schema, parts)
+    while other.version(name) < version - 1:
+        other.append(name, schema.empty_table())
+    other.append(name, rows.slice(1))
+    assert other.version(name) == version
+    assert write_report(gold_lake, out, page_size=500).unchanged
+    again = write_report(other, out, page_size=500)
+    assert not again.unchanged
+
+
 def _pages(out: Path) -> dict[str, str]:
     """Every page of a report, the overview's generation time taken out."""
     pages = {p.relative_to(out).as_posix(): p.read_text() for p in out.rglob("*.html")}
