@@ -19,7 +19,7 @@ _KEY = struct.Struct(">hh")
 _MARKER = struct.Struct(">hi")
 
 
-def decode_control_record(key: bytes, value: bytes) -> dict:
+def decode_control_record(key: bytes | None, value: bytes | None) -> dict:
     if key is None or len(key) < 4:
         raise CodecError(f"control record key needs 4 bytes (int16 version, int16 type), "
                          f"got {0 if key is None else len(key)}")

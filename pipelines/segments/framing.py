@@ -49,22 +49,32 @@ _LEGACY_CANDIDATE = re.compile(
 
 
 class Frame(NamedTuple):
-    """A batch that proves itself (`magic` 0, 1 or 2), or bytes that hold none (`magic`
-    DAMAGED: `info` says why, `base` is the base offset its first bytes claim, if any)."""
+    """A batch that proves itself: its header is consistent and its checksum valid."""
 
     pos: int
     end: int
-    magic: int
-    base: int | None
-    last: int | None  # last offset the batch spans (BaseOffset + LastOffsetDelta)
-    info: object  # v2: the unpacked header; legacy: None; damaged: the problem text
+    magic: int  # 0, 1 or 2
+    base: int
+    last: int  # last offset the batch spans (BaseOffset + LastOffsetDelta)
+    info: tuple  # v2: the unpacked header (V2_HEADER); legacy: ()
+
+
+class Damaged(NamedTuple):
+    """Bytes that hold no batch, up to the next one that proves itself (or the end)."""
+
+    pos: int
+    end: int
+    magic: int  # always DAMAGED: a frame's fields, so a reader can look at either kind alike
+    base: int | None  # the base offset the first bytes claim, if any
+    last: None
+    info: str  # why the bytes hold no batch, and what was skipped
 
 
 # tuple.__new__ skips NamedTuple's Python-level __new__: one batch, one frame, on the hot path.
 _new_frame = tuple.__new__
 
 
-def iter_frames(data: bytes) -> Iterator[Frame]:
+def iter_frames(data: bytes) -> Iterator[Frame | Damaged]:
     """The frames of a segment in file order: batches, and the damaged stretches between
     them (each up to the next batch that proves itself, or to the end of the file)."""
     n = len(data)
@@ -85,8 +95,8 @@ def iter_frames(data: bytes) -> Iterator[Frame]:
                 where += " (a segment still being written?)"
         else:
             where = f"skipped {resume - pos} bytes up to the next readable batch at byte {resume}"
-        yield Frame(pos, n if resume is None else resume, DAMAGED, _claimed_base(data, pos, n), None,
-                    f"{frame}; {where}")
+        yield Damaged(pos, n if resume is None else resume, DAMAGED, _claimed_base(data, pos, n), None,
+                      f"{frame}; {where}")
         if resume is None:
             return
         pos = resume
@@ -157,7 +167,7 @@ def _legacy_frame(data: bytes, pos: int, n: int, magic: int) -> Frame | str:
     computed = zlib.crc32(memoryview(data)[pos + 16 : end]) & 0xFFFFFFFF
     if computed != crc:
         return f"CRC-32 mismatch: stored {crc:#010x}, computed {computed:#010x} (corrupt message)"
-    return Frame(pos, end, magic, base, base, None)
+    return Frame(pos, end, magic, base, base, ())
 
 
 def _zero_tail(pos: int, n: int, zeros: int) -> bool:

@@ -23,21 +23,21 @@ from __future__ import annotations
 from collections import deque
 from typing import Iterable, Iterator
 
-from .framing import DAMAGED, Frame
+from .framing import Damaged, Frame
 
 INT64_MAX = (1 << 63) - 1
 INT32_MAX = (1 << 31) - 1
 LOOKAHEAD = 16  # frames read past the one judged
 
-Verdict = tuple[Frame, "str | None", "int | None", "int | None"]
+Verdict = tuple["Frame | Damaged", "str | None", "int | None", "int | None"]
 
 
-def judge(frames: Iterable[Frame], segment_base: int | None) -> Iterator[Verdict]:
+def judge(frames: Iterable[Frame | Damaged], segment_base: int | None) -> Iterator[Verdict]:
     """(frame, problem, first, last) for every frame in file order. `problem` is None for
     an accepted batch, whose `first` is then the lowest offset its records may have;
     otherwise `first`/`last` are the offsets the frame covers (None where unknown)."""
     frames = iter(frames)
-    ahead: deque[Frame] = deque()  # the next LOOKAHEAD frames after the one judged
+    ahead: deque[Frame | Damaged] = deque()  # the next LOOKAHEAD frames after the one judged
     disorder: deque[Frame] = deque()  # batches in `ahead` not after the batch read before them
     hi = INT64_MAX if segment_base is None else min(INT64_MAX, segment_base + INT32_MAX)
     floor = -1 if segment_base is None else segment_base - 1  # last offset accepted so far
@@ -51,7 +51,7 @@ def judge(frames: Iterable[Frame], segment_base: int | None) -> Iterator[Verdict
             f = next(frames, None)
             if f is None:
                 return
-            if f.magic != DAMAGED:
+            if isinstance(f, Frame):
                 if f.last > hi or (last_read is not None and f.base <= last_read.last):
                     disorder.append(f)
                 last_read = f
@@ -59,7 +59,7 @@ def judge(frames: Iterable[Frame], segment_base: int | None) -> Iterator[Verdict
 
     def candidates() -> list[Frame]:
         """The batches ahead that could follow the last one accepted."""
-        return [f for f in ahead if f.magic != DAMAGED and floor < f.base and f.last <= hi]
+        return [f for f in ahead if isinstance(f, Frame) and floor < f.base and f.last <= hi]
 
     while True:
         read_ahead()
@@ -68,7 +68,7 @@ def judge(frames: Iterable[Frame], segment_base: int | None) -> Iterator[Verdict
         frame = ahead.popleft()
         if disorder and disorder[0] is frame:
             disorder.popleft()
-        if frame.magic == DAMAGED:
+        if isinstance(frame, Damaged):
             known = prev is not None or segment_base is not None
             yield _damaged(frame, floor + 1 if known else frame.base, candidates())
             after_damage = True
@@ -90,7 +90,7 @@ def int64_or_none(value: int | None) -> int | None:
     return value if value is not None and -INT64_MAX - 1 <= value <= INT64_MAX else None
 
 
-def _damaged(frame: Frame, first: int | None, resumed: list[Frame]) -> Verdict:
+def _damaged(frame: Damaged, first: int | None, resumed: list[Frame]) -> Verdict:
     """Damaged bytes cover the offsets from the first one not yet read up to the next
     believable batch."""
     first = int64_or_none(first)

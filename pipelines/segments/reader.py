@@ -126,7 +126,9 @@ def iter_buffer_units(
     for frame, problem, first, last in judge(iter_frames(data), segment_base):
         if problem is not None:
             yield SegmentError(file, broker, partition, frame.pos, problem, first, last)
-        elif frame.magic == 2:
+            continue
+        assert isinstance(frame, Frame) and first is not None  # judge accepts checked batches only
+        if frame.magic == 2:
             yield _open_v2(data, frame, file, broker, partition)
         else:
             yield from _read_legacy(data, frame, first, file, broker, partition)
