@@ -383,10 +383,18 @@ class Lake:
         if not parts:
             return {u: {} for u in uris}
         actions = pa.table(dt.get_add_actions(flatten=True))
-        values = zip(*(actions.column(f"partition.{c}").to_pylist() for c in parts))
-        files = {self._file_uri(name, p): dict(zip(parts, v)) for p, v in zip(actions.column("path").to_pylist(), values)}
+        values = [dict(zip(parts, v)) for v in zip(*(actions.column(f"partition.{c}").to_pylist() for c in parts))]
+        files = {self._file_uri(name, p): v for p, v in zip(actions.column("path").to_pylist(), values)}
+        if set(files) == set(uris):
+            return files
+        # Paths named otherwise than `_file_uri` assumes (an object store's URI encoding):
+        # ask delta-rs for each partition's files instead.
+        files = {}
+        for v in {tuple(sorted(v.items())) for v in values}:
+            for uri in dt.file_uris(partition_filters=[(c, "=", str(x)) for c, x in v]):
+                files[uri] = dict(v)
         if set(files) != set(uris):
-            raise LakeError(f"table {name}: the log's file paths do not map to its file URIs (written by another tool?)")
+            raise LakeError(f"table {name}: the files of its log cannot be matched to their partitions")
         return files
 
     def write_df(
