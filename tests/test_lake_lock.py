@@ -1,6 +1,8 @@
 """One writer per lake: the writer lock, and several real commands started at once on one lake."""
 from __future__ import annotations
 
+import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -118,3 +120,50 @@ def test_two_runs_and_two_ingestions_at_once_write_every_row_once(tmp_path):
     key = keys["offsets_records"]
     assert sorted(map(str, lake.read_arrow("offsets_records", columns=key).to_pylist())) == \
         sorted(map(str, Lake(alone).read_arrow("offsets_records", columns=key).to_pylist()))
+
+
+@pytest.mark.spark
+@pytest.mark.skipif(not SCENARIO.is_dir(), reason="recordings not found")
+def test_two_dagster_runs_in_two_processes_take_turns(tmp_path):
+    """What the Dagster daemon does when a scheduled run and a sensor's run overlap: each
+    run executes in a process of its own, and the lake resource holds the writer lock for
+    the run. Two such processes started at once on one lake: the later one waits, naming
+    the other, both succeed, and every bronze and silver key is stored once."""
+    lake_dir = tmp_path / "lake"
+    env = {**os.environ, "REBALANCE_AUDIT_LAKE": str(lake_dir), "REBALANCE_AUDIT_CLUSTER": "c",
+           "REBALANCE_AUDIT_SEGMENTS": str(SCENARIO / "offsets_segments"),
+           "REBALANCE_AUDIT_LOGS": str(SCENARIO / "server.log"),
+           "DAGSTER_HOME": str(tmp_path / "dagster-home")}
+    # The instance exists before its runs, as the daemon's does (two processes creating its
+    # storage at once would race on the schema, which is Dagster's to set up, not theirs).
+    (tmp_path / "dagster-home").mkdir()
+    shutil.copy(REPO / "dagster.yaml", tmp_path / "dagster-home")
+    subprocess.run([sys.executable, "-m", "dagster", "instance", "migrate"], cwd=REPO, env=env, check=True,
+                   capture_output=True, timeout=300)
+    from assets.bronze import bronze_ingest
+    from assets.silver import events_silver, offsets_silver
+
+    # Bronze and silver (each step whole: they are not subsettable), with their checks.
+    selection = ",".join(k.to_user_string() for a in (bronze_ingest, offsets_silver, events_silver) for k in a.keys)
+    command = [sys.executable, "-m", "dagster", "asset", "materialize", "-m", "assets.definitions",
+               "--select", selection]
+    procs = [subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    outcomes = [p.communicate(timeout=1200) for p in procs]
+    for p, (_, err) in zip(procs, outcomes):
+        assert p.returncode == 0, err[-3000:]
+    waited = [i for i, (out, err) in enumerate(outcomes) if "waiting for the lake: it is being written by pid" in out + err]
+    assert len(waited) == 1, [err[-2000:] for _, err in outcomes]
+    other = procs[1 - waited[0]].pid
+    assert f"being written by pid {other} " in "".join(outcomes[waited[0]])
+
+    lake = Lake(lake_dir)
+    keys = {"offsets_records": ["cluster", "partition", "offset"],
+            "coordinator_log_lines": ["cluster", "broker", "line_key"],
+            # A silver row per record: its bronze key.
+            "offset_commits": ["cluster", "coordinator_partition", "log_offset"],
+            "group_generations": ["cluster", "coordinator_partition", "log_offset"]}
+    for name, key in keys.items():
+        rows = lake.read_arrow(name, columns=key).to_pylist()
+        twice = [k for k, n in Counter(tuple(r[c] for c in key) for r in rows).items() if n > 1]
+        assert rows and not twice, (name, twice[:5])
