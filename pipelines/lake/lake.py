@@ -236,8 +236,8 @@ class Lake:
         from pyspark.sql import functions as F
 
         dt = self.table(name, upto)
-        files = self._files(name, dt)
         stats = pa.table(dt.get_add_actions(flatten=True))
+        files = self._files(name, dt, stats)
         if f"max.{column}" in stats.column_names:
             lows, highs = stats.column(f"min.{column}").to_pylist(), stats.column(f"max.{column}").to_pylist()
             skip = {self._file_uri(name, path) for path, lo, hi in zip(stats.column("path").to_pylist(), lows, highs)
@@ -376,13 +376,15 @@ class Lake:
         base = _decoded(self.uri(name)) if self.is_local else self.uri(name)
         return f"{base}/{unquote(path)}"
 
-    def _files(self, name: str, dt: DeltaTable) -> dict[str, dict]:
-        """The data files of snapshot `dt` of table `name`: URI → partition values."""
+    def _files(self, name: str, dt: DeltaTable, actions: pa.Table | None = None) -> dict[str, dict]:
+        """The data files of snapshot `dt` of table `name`: URI → partition values
+        (`actions`: the snapshot's flattened add actions, when the caller has them)."""
         uris = dt.file_uris()
         parts = list(dt.metadata().partition_columns)
         if not parts:
             return {u: {} for u in uris}
-        actions = pa.table(dt.get_add_actions(flatten=True))
+        if actions is None:
+            actions = pa.table(dt.get_add_actions(flatten=True))
         values = [dict(zip(parts, v)) for v in zip(*(actions.column(f"partition.{c}").to_pylist() for c in parts))]
         files = {self._file_uri(name, p): v for p, v in zip(actions.column("path").to_pylist(), values)}
         if set(files) == set(uris):
