@@ -13,9 +13,13 @@ aside). `quality_results` is a log of every check made, the killed run's include
 compared by each check's latest verdict. The report must be there.
 
     .venv/bin/python bench/kill_trials.py [--trials 50] [--recording crash_autocommit] [--seed 1]
+        [--steps offsets_silver,sre_report]
+
+`--steps` aims the kills at chosen steps (each in turn, uniformly over its time in the reference
+run); the step a kill really fell in is the one printed, as a run's steps vary in length.
 
 Prints one line per trial (the step it killed, whether the recovery matched) and a count per
-step; exits 1 when any recovery differs. About 5 minutes per trial on 2 cores.
+step; exits 1 when any recovery differs. About 3 minutes per trial on 2 cores.
 """
 from __future__ import annotations
 
@@ -63,14 +67,26 @@ def verdicts(lake: Lake) -> dict[tuple, tuple]:
     return {k: (r["success"], r["violations"]) for k, r in latest.items()}
 
 
-def run_to_end(lake: Path, recording: Path, stderr: Path) -> float:
+def run_to_end(lake: Path, recording: Path, stderr: Path) -> tuple[float, dict[str, tuple[float, float]]]:
+    """Run the command to its end; its length and each step's window (start, end) in seconds from
+    its start, read from its `<step>: started` lines as they come."""
     lake.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
+    starts: list[tuple[str, float]] = []
     with open(stderr, "w") as err:
-        done = subprocess.run(command(lake, recording), cwd=REPO, stdout=subprocess.DEVNULL, stderr=err, timeout=3600)
-    if done.returncode != 0:
-        raise SystemExit(f"run over {lake} failed ({done.returncode}): see {stderr}")
-    return time.monotonic() - started
+        proc = subprocess.Popen(command(lake, recording), cwd=REPO, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True, errors="replace")
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            err.write(line)
+            if m := STEP.match(line):
+                starts.append((m.group(1), time.monotonic() - started))
+        returncode = proc.wait(timeout=3600)
+    if returncode != 0:
+        raise SystemExit(f"run over {lake} failed ({returncode}): see {stderr}")
+    length = time.monotonic() - started
+    ends = [t for _, t in starts[1:]] + [length]
+    return length, {step: (begin, end) for (step, begin), end in zip(starts, ends)}
 
 
 def kill_after(lake: Path, recording: Path, delay: float, stderr: Path) -> str:
@@ -95,6 +111,9 @@ def main() -> int:
     ap.add_argument("--recording", default="crash_autocommit", help="a folder of ../shared/recordings")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--workdir", help="where the lakes go (default: a temporary folder, removed)")
+    ap.add_argument("--steps", help="kill only inside these steps (comma-separated, as the run names them), taken "
+                                    "in turn, at a moment drawn uniformly over the step's time in the reference "
+                                    "run (default: anywhere in the run)")
     args = ap.parse_args()
     recording = SHARED / "recordings" / args.recording
     if not (recording / "offsets_segments").is_dir():
@@ -106,16 +125,21 @@ def main() -> int:
     try:
         # Each lake in a folder of its own: the report is written beside it (`report/`).
         reference = work / "reference" / "lake"
-        length = run_to_end(reference, recording, work / "reference.stderr")
+        length, windows = run_to_end(reference, recording, work / "reference.stderr")
         ref = Lake(reference)
         want = verdicts(ref)
+        targets = args.steps.split(",") if args.steps else []
+        if unknown := [s for s in targets if s not in windows]:
+            raise SystemExit(f"no step {unknown} in the reference run; its steps: {', '.join(windows)}")
         print(f"reference: {length:.0f} s, {len(ref.tables())} tables; {args.trials} trials, kills uniform over "
-              f"0-{length:.0f} s", flush=True)
+              + ("; ".join(f"{s} ({windows[s][0]:.0f}-{windows[s][1]:.0f} s)" for s in targets) if targets
+                 else f"0-{length:.0f} s"), flush=True)
         by_step: Counter = Counter()
         failed = []
         for i in range(1, args.trials + 1):
             lake = work / f"trial-{i}" / "lake"
-            delay = rng.uniform(0.5, length)
+            begin, end = windows[targets[(i - 1) % len(targets)]] if targets else (0.5, length)
+            delay = rng.uniform(begin, end)
             step = kill_after(lake, recording, delay, work / f"trial-{i}.killed.stderr")
             run_to_end(lake, recording, work / f"trial-{i}.stderr")
             got = Lake(lake)
