@@ -14,15 +14,36 @@ and exits non-zero. Any other step failure raises `MaterializeError`.
 """
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 from collections.abc import Callable, Mapping, Set as AbstractSet
 from dataclasses import dataclass
+from pathlib import Path
 
 from dagster import (AssetCheckSeverity, DagsterEventType, DagsterInstance, Definitions, LoggerDefinition,
                      colored_console_logger, define_asset_job, logger)
 
 from assets.definitions import ALL_ASSETS, ALL_CHECKS
+
+
+def dagster_instance() -> DagsterInstance:
+    """The instance of `DAGSTER_HOME` when it is set (`dagster dev` and the daemon show its
+    runs), else an ephemeral one.
+
+    Dagster creates the SQLite storages of a new `DAGSTER_HOME` (runs, event log, schedules)
+    as it opens the instance, with no lock: two processes starting at once on a new home both create the
+    schema, and one dies in alembic ("more than one head"). So the instance is opened under
+    an exclusive lock on a file in the home."""
+    home = os.environ.get("DAGSTER_HOME")
+    if not home:
+        return DagsterInstance.ephemeral()
+    if not Path(home).is_dir():
+        return DagsterInstance.get()  # Dagster's own error, naming the setting
+    lock = Path(home) / ".rebalance-audit-instance.lock"
+    with open(lock, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # released when the file closes
+        return DagsterInstance.get()  # makes every storage's schema
 
 
 @dataclass
@@ -167,7 +188,7 @@ def materialize_all(resources: Mapping[str, object], ingest: Mapping | None = No
     # materializations and checks beside its own runs'; else a throwaway one (what
     # `materialize` would make). Either way the event log, with its timestamps, is read back
     # for the steps' wall times.
-    instance = DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else DagsterInstance.ephemeral()
+    instance = dagster_instance()
     result = defs.resolve_job_def(RUN_JOB).execute_in_process(run_config=run_config, instance=instance,
                                                              raise_on_error=False)
     check_steps = {c.node_def.name for c in ALL_CHECKS} if checks else set()
