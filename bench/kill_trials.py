@@ -15,8 +15,9 @@ compared by each check's latest verdict. The report must be there.
     .venv/bin/python bench/kill_trials.py [--trials 50] [--recording crash_autocommit] [--seed 1]
         [--steps offsets_silver,sre_report]
 
-`--steps` aims the kills at chosen steps (each in turn, uniformly over its time in the reference
-run); the step a kill really fell in is the one printed, as a run's steps vary in length.
+`--steps` aims the kills at chosen steps, each in turn: the kill comes after the step starts in
+the killed run, at a moment drawn uniformly over the step's length in the reference run; the
+step it really fell in is the one printed, as a run's steps vary in length.
 
 Prints one line per trial (the step it killed, whether the recovery matched) and a count per
 step; exits 1 when any recovery differs. About 3 minutes per trial on 2 cores.
@@ -32,6 +33,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -89,20 +91,45 @@ def run_to_end(lake: Path, recording: Path, stderr: Path) -> tuple[float, dict[s
     return length, {step: (begin, end) for (step, begin), end in zip(starts, ends)}
 
 
-def kill_after(lake: Path, recording: Path, delay: float, stderr: Path) -> str:
-    """Start the run, SIGKILL its process group after `delay` s; the step it was in ("ended"
-    when it finished first)."""
+def kill_after(lake: Path, recording: Path, delay: float, stderr: Path, step: str | None = None) -> str:
+    """Start the run, SIGKILL its process group `delay` s after it started, or with `step`
+    `delay` s after that step started in this run (a loaded machine shifts every step, so a
+    moment of the reference run's clock would miss a short step); the step it was in
+    ("ended" when the run finished first)."""
     lake.parent.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    deadline = None if step else started + delay
     with open(stderr, "w") as err:
-        proc = subprocess.Popen(command(lake, recording), cwd=REPO, stdout=subprocess.DEVNULL, stderr=err,
-                                start_new_session=True)
+        proc = subprocess.Popen(command(lake, recording), cwd=REPO, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True)
+        assert proc.stderr is not None
+        # The run's lines are read by a thread, so the kill is timed by this one, not by when
+        # the next line comes.
+        step_started = threading.Event()
+
+        def copy() -> None:
+            assert proc.stderr is not None
+            for line in proc.stderr:
+                err.write(line)
+                if (m := STEP.match(line)) and m.group(1) == step:
+                    step_started.set()
+
+        reader = threading.Thread(target=copy, daemon=True)
+        reader.start()
+        while deadline is None:
+            if step_started.wait(0.05):
+                deadline = time.monotonic() + delay
+            elif proc.poll() is not None:
+                break
         try:
-            proc.wait(timeout=delay)
-            return "ended"
+            proc.wait(timeout=None if deadline is None else max(0.0, deadline - time.monotonic()))
+            ended = True
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    return last_step(stderr)
+            ended = False
+        reader.join()
+    return "ended" if ended else last_step(stderr)
 
 
 def main() -> int:
@@ -112,8 +139,8 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--workdir", help="where the lakes go (default: a temporary folder, removed)")
     ap.add_argument("--steps", help="kill only inside these steps (comma-separated, as the run names them), taken "
-                                    "in turn, at a moment drawn uniformly over the step's time in the reference "
-                                    "run (default: anywhere in the run)")
+                                    "in turn, after the step starts, by a delay drawn uniformly over the step's "
+                                    "length in the reference run (default: anywhere in the run)")
     args = ap.parse_args()
     recording = SHARED / "recordings" / args.recording
     if not (recording / "offsets_segments").is_dir():
@@ -138,9 +165,10 @@ def main() -> int:
         failed = []
         for i in range(1, args.trials + 1):
             lake = work / f"trial-{i}" / "lake"
-            begin, end = windows[targets[(i - 1) % len(targets)]] if targets else (0.5, length)
-            delay = rng.uniform(begin, end)
-            step = kill_after(lake, recording, delay, work / f"trial-{i}.killed.stderr")
+            target = targets[(i - 1) % len(targets)] if targets else None
+            begin, end = windows[target] if target else (0.5, length)
+            delay = rng.uniform(0.0, end - begin) if target else rng.uniform(begin, end)
+            step = kill_after(lake, recording, delay, work / f"trial-{i}.killed.stderr", target)
             run_to_end(lake, recording, work / f"trial-{i}.stderr")
             got = Lake(lake)
             differs = [t for t in differing_tables(ref, got) if t != LOG]
@@ -149,7 +177,8 @@ def main() -> int:
             if not (lake.parent / "report" / "index.html").exists():
                 differs.append("the report (no index.html)")
             by_step[step] += 1
-            print(f"trial {i}: killed at {delay:.1f} s in {step}: "
+            moment = f"{delay:.1f} s after {target} started" if target else f"at {delay:.1f} s"
+            print(f"trial {i}: killed {moment}, in {step}: "
                   + ("recovered, every table equal" if not differs else f"DIFFERS: {', '.join(differs)}"), flush=True)
             if differs:
                 failed.append(i)
