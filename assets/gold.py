@@ -13,7 +13,8 @@ from pydantic import Field, create_model
 from assets.metadata import table_result
 from assets.resources import LakeResource, SparkResource
 from pipelines.gold.model import GoldParams
-from pipelines.gold.runner import ASSET_INPUTS, GOLD_DESCRIPTIONS, GOLD_TABLES  # owned by the runner
+from pipelines.gold.runner import GOLD_DESCRIPTIONS, GOLD_TABLES  # owned by the runner
+from pipelines.stages import GOLD, deps_of
 
 GOLD_GROUP = "gold"
 
@@ -45,8 +46,8 @@ else:
 
 
 @multi_asset(
-    name="gold_tables",
-    specs=[AssetSpec(t, group_name=GOLD_GROUP, deps=list(ASSET_INPUTS), description=GOLD_DESCRIPTIONS[t])
+    name=GOLD.name,
+    specs=[AssetSpec(t, group_name=GOLD_GROUP, deps=list(deps_of(t)), description=GOLD_DESCRIPTIONS[t])
            for t in GOLD_TABLES],
     description="Rebalance episodes, ownership, duplicate/skip windows, idle consumers, storms, anomalies, coverage gaps.",
 )

@@ -8,15 +8,15 @@ lake folder, else ./report (`dashboards.report.default_out_dir`).
 from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
 
 from assets.resources import LakeResource, SparkResource
-from dashboards import data
+from pipelines.stages import REPORT, deps_of
 
-# Exactly the tables the report reads, as the report declares them (and records in its
-# state): the gold and what-if ones may be absent, and the report says "not computed".
-REPORT_DEPS = [*data.SILVER, *data.GOLD, *data.WHATIF]
+# Exactly the tables the report reads (and records in its state), as pipelines/stages.py
+# declares them: the gold and what-if ones may be absent, and the report says "not computed".
+REPORT_DEPS = list(deps_of(REPORT.name))
 
 
 @asset(
-    name="sre_report",
+    name=REPORT.name,
     group_name="dashboards",
     deps=REPORT_DEPS,
     description="Overview of every consumer group and one page per group (ownership timeline, rebalances, "

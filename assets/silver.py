@@ -8,31 +8,15 @@ from dagster import AssetSpec, multi_asset
 
 from assets.metadata import table_result
 from assets.resources import LakeResource, SourcesResource, SparkResource
+from pipelines.stages import EVENTS_SILVER, OFFSETS_SILVER, TARGET_ASSIGNMENTS, deps_of
 
 SILVER_GROUP = "silver"
 
-OFFSETS_SILVER_TABLES = (
-    "offset_commits",
-    "group_generations",
-    "member_assignments",
-    # KIP-848 (consumer protocol) groups
-    "consumer_group_epochs",
-    "consumer_group_members",
-    "target_assignment_epochs",
-    "target_assignment_member_deltas",
-    "current_assignments",
-    "topic_ids",
-    # share and streams groups, kept whole
-    "other_group_records",
-)
-
 
 @multi_asset(
-    name="offsets_silver",
-    # topic_ids also takes the names live ingestion sampled (from Kafka 4.1 no record has them).
-    specs=[AssetSpec(t, group_name=SILVER_GROUP,
-                     deps=["offsets_records", "topic_metadata"] if t == "topic_ids" else ["offsets_records"])
-           for t in OFFSETS_SILVER_TABLES],
+    name=OFFSETS_SILVER.name,
+    # Two stages: the decode, and (into topic_ids) the topic names live ingestion sampled.
+    specs=[AssetSpec(t, group_name=SILVER_GROUP, deps=list(deps_of(t))) for t in OFFSETS_SILVER.outputs],
     description="Decode the new offsets_records rows into commits, classic generations, KIP-848 tables and "
                 "the records of other group kinds.",
 )
@@ -42,14 +26,15 @@ def offsets_silver(lake: LakeResource, spark: SparkResource, sources: SourcesRes
     target = lake.lake(spark.session)  # Spark starts on first use: a run with nothing new needs none
     run = update_offsets_silver(target, kafka_version=sources.kafka_version)
     run.rows_written["topic_ids"] = run.rows_written.get("topic_ids", 0) + update_topic_names(target)
-    for name in OFFSETS_SILVER_TABLES:
+    for name in OFFSETS_SILVER.outputs:
         yield table_result(target, name, run.rows_written.get(name, 0), bronze_version=run.bronze_version)
 
 
 @multi_asset(
-    name="events_silver",
-    specs=[AssetSpec("coordinator_events", group_name=SILVER_GROUP, deps=["coordinator_log_lines"],
-                     description="One typed group-coordinator event parsed from a server.log line.")],
+    name=EVENTS_SILVER.name,
+    specs=[AssetSpec(t, group_name=SILVER_GROUP, deps=list(deps_of(t)),
+                     description="One typed group-coordinator event parsed from a server.log line.")
+           for t in EVENTS_SILVER.outputs],
 )
 def events_silver(lake: LakeResource, spark: SparkResource):
     from pipelines.silver.runner import update_events_silver
@@ -61,10 +46,10 @@ def events_silver(lake: LakeResource, spark: SparkResource):
 
 
 @multi_asset(
-    name="target_assignments_silver",
-    specs=[AssetSpec("target_assignments", group_name=SILVER_GROUP,
-                     deps=["target_assignment_epochs", "target_assignment_member_deltas", "topic_ids"],
-                     description="Each KIP-848 group's full target assignment per epoch (rebuilt whole).")],
+    name=TARGET_ASSIGNMENTS.name,
+    specs=[AssetSpec(t, group_name=SILVER_GROUP, deps=list(deps_of(t)),
+                     description="Each KIP-848 group's full target assignment per epoch (rebuilt whole).")
+           for t in TARGET_ASSIGNMENTS.outputs],
 )
 def target_assignments_silver(lake: LakeResource, spark: SparkResource):
     from pipelines.silver.runner import rebuild_target_assignments

@@ -12,10 +12,11 @@ from pydantic import Field
 
 from assets.metadata import table_result
 from assets.resources import LakeResource, SparkResource
-from pipelines.whatif.spark_job import WhatifInputs
+from pipelines.stages import WHATIF, deps_of
 
 WHATIF_GROUP = "whatif"
-WHATIF_TABLES = ("whatif_episodes", "whatif_summary")
+WHATIF_TABLES = WHATIF.outputs
+
 
 def _default_assignors() -> list[str]:
     from pipelines.whatif.protocols import DEFAULT_ASSIGNORS
@@ -32,8 +33,8 @@ class WhatifConfig(Config):
 
 
 @multi_asset(
-    name="whatif_tables",
-    specs=[AssetSpec(t, group_name=WHATIF_GROUP, deps=list(WhatifInputs.tables())) for t in WHATIF_TABLES],
+    name=WHATIF.name,
+    specs=[AssetSpec(t, group_name=WHATIF_GROUP, deps=list(deps_of(t))) for t in WHATIF_TABLES],
     description="Each group's real history replayed under every assignor, next to what happened.",
 )
 def whatif_tables(config: WhatifConfig, lake: LakeResource, spark: SparkResource):

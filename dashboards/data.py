@@ -36,16 +36,15 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from dashboards.safe import group_hash
+from pipelines import stages
 
 GROUP_KEYS = ("cluster", "group_id")
 
-# Tables the report reads (docs/gold.md, docs/whatif.md). Gold and what-if ones may be absent.
-GOLD = ("rebalance_episodes", "ownership_intervals", "duplicate_windows", "skip_windows", "idle_consumers",
-        "rebalance_storms", "commit_anomalies", "coverage_gaps", "consumer_lag", "group_summary")
-WHATIF = ("whatif_summary",)
-# The silver tables every group appears in (member_assignments holds the same groups as
-# group_generations, row by member, so scanning it too would only add work).
-SILVER = ("group_generations", "offset_commits", "consumer_group_epochs")
+# Tables the report reads (pipelines/stages.py, stages.REPORT), by the stage writing them.
+# The silver ones: those every group appears in. Gold and what-if ones may be absent.
+GOLD = tuple(t for t in stages.REPORT.reads if t in stages.GOLD.outputs)
+WHATIF = tuple(t for t in stages.REPORT.reads if t in stages.WHATIF.outputs)
+SILVER = tuple(t for t in stages.REPORT.reads if t not in GOLD + WHATIF)
 
 
 @dataclass(frozen=True)

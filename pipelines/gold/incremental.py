@@ -49,10 +49,13 @@ import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from pipelines import stages
+
 from .model import GoldParams
 
-WRITER = "gold"  # the writer of gold's positions (pipelines/lake/positions.py)
-PREFIX = "gold:"
+# What gold reads, writes and keeps positions of: pipelines/stages.py (stages.GOLD).
+WRITER = stages.GOLD.writer  # the writer of gold's positions (pipelines/lake/positions.py)
+PREFIX = stages.GOLD.prefix
 PARAMS_ID = PREFIX + "params"
 SETTINGS_ID = PREFIX + "cluster_settings"
 FORMAT_ID = PREFIX + "format"
@@ -63,16 +66,16 @@ FORMAT_ID = PREFIX + "format"
 FORMAT = 2
 KEY = ["cluster", "group_id"]
 
-# Silver tables keyed by (cluster, group_id): new rows touch their groups. The KIP-848
-# target assignment is detected on its append-only epoch/delta tables (the materialized
-# `target_assignments` is rebuilt whole by silver).
+# The inputs whose versions gold's positions record: what gold reads, the KIP-848 target
+# assignment as its append-only epoch/delta tables (the materialized `target_assignments`
+# is rebuilt whole by silver), `cluster_settings` apart (SETTINGS_ID).
+TRACKED = stages.GOLD.watched()
+# Those keyed by (cluster, group_id): new rows touch their groups. The others are
+# cross-group dependencies (see above).
 GROUP_INPUTS = ("offset_commits", "group_generations", "member_assignments", "consumer_group_epochs",
                 "consumer_group_members", "current_assignments", "target_assignment_epochs",
                 "target_assignment_member_deltas", "coordinator_events")
-# Append-only inputs that are not group-keyed (cross-group dependencies, see above).
 BRONZE_OFFSETS = "offsets_records"
-OTHER_INPUTS = ("topic_ids", "partition_end_offsets")
-TRACKED = GROUP_INPUTS + OTHER_INPUTS + (BRONZE_OFFSETS,)
 
 
 def fingerprint(params: GoldParams, cluster_settings: Iterable[Mapping] | None) -> int:
@@ -96,10 +99,10 @@ def plan(lake, gold_tables: Iterable[str], params: GoldParams, cluster_settings:
     """Decide full / incremental / nothing to do, from the logs only (no Spark)."""
     from . import settings
 
-    versions = {t: lake.version(t) for t in TRACKED if lake.exists(t)}
+    versions = stages.GOLD.versions(lake)
     cs_version = lake.version(settings.TABLE) if lake.exists(settings.TABLE) else -1
     fp = fingerprint(params, cluster_settings)
-    positions = {PREFIX + t: v for t, v in versions.items()}
+    positions = stages.GOLD.positions(versions)
     positions[PARAMS_ID] = fp
     positions[SETTINGS_ID] = cs_version
     positions[FORMAT_ID] = FORMAT

@@ -18,6 +18,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from pipelines import stages
 from pipelines.lake import Positions
 from pipelines.spark import reliable_checkpoints
 
@@ -26,7 +27,9 @@ from .model import GoldInputs, GoldParams
 
 log = logging.getLogger(__name__)
 
-# Each gold table and what one row is (the Dagster asset's description, docs/gold.md).
+# The gold tables, in the order they are written (group_summary last): stages.GOLD.outputs.
+GOLD_TABLES = stages.GOLD.outputs
+# What one row of each is (the Dagster asset's description, docs/gold.md).
 GOLD_DESCRIPTIONS = {
     "ownership_intervals": "One partition owned by one member from one assignment to the next: who consumed what, when.",
     "commit_attribution": "Each offset commit with the member that owned its partition when it was written.",
@@ -46,16 +49,11 @@ GOLD_DESCRIPTIONS = {
                      "unconsumed (null: unknown), partitions moved and revoked, records at risk, idle members "
                      "(transient ones apart), storms, gaps, lag; what every report page and tile shows.",
 }
-GOLD_TABLES = tuple(GOLD_DESCRIPTIONS)
 
-# Silver (and bronze/live) tables → GoldInputs fields. The first three are required.
+# What gold reads (stages.GOLD.reads): the GoldInputs fields, of which these are required;
+# and bronze `offsets_records` (the offsets' holes, `bronze_positions`).
 REQUIRED = ("offset_commits", "group_generations", "member_assignments")
-OPTIONAL = ("consumer_group_epochs", "consumer_group_members", "current_assignments", "target_assignments",
-            "topic_ids", "coordinator_events", "partition_end_offsets", settings.TABLE)
-# What gold reads that a Dagster asset writes (its lineage): every input above but
-# cluster_settings (written by `ingest logs` and `run --broker-properties`), and the bronze
-# offsets records its incremental plan watches.
-ASSET_INPUTS = tuple(t for t in (*REQUIRED, *OPTIONAL) if t != settings.TABLE) + (incremental.BRONZE_OFFSETS,)
+INPUT_FIELDS = tuple(t for t in stages.GOLD.reads if t != incremental.BRONZE_OFFSETS)
 
 
 class GoldInputError(RuntimeError):
@@ -92,7 +90,7 @@ def read_inputs(lake, versions: Mapping[str, int] | None = None, keys=None,
         raise GoldInputError(f"silver tables missing from the lake: {', '.join(missing)} (run the silver update first)")
     versions = versions or {}
     kw = {t: lake.read(t, versions.get(t), clusters=clusters if t in GROUP_KEYED else None)
-          for t in (*REQUIRED, *OPTIONAL) if lake.exists(t)}
+          for t in INPUT_FIELDS if lake.exists(t)}
     if keys is not None:
         k = F.broadcast(keys)
         for t in GROUP_KEYED:

@@ -19,20 +19,23 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from pipelines import stages
 from pipelines.lake import Positions
 from pipelines.silver import decode_job, schemas
 
 log = logging.getLogger(__name__)
 
-BRONZE_OFFSETS = "offsets_records"
-BRONZE_LOG_LINES = "coordinator_log_lines"
+# What each silver step reads and writes: pipelines/stages.py.
+(BRONZE_OFFSETS,) = stages.OFFSETS_SILVER.reads
+(BRONZE_LOG_LINES,) = stages.EVENTS_SILVER.reads
+(BRONZE_TOPICS,) = stages.TOPIC_NAMES.reads
 QUARANTINE = "quarantine"
 OPEN_TXN = "open_transactional_commits"
-APP_PREFIX = "silver:"
+APP_PREFIX = stages.SILVER_PREFIX
 VERSION_COLUMN = "ingest_version"
 
 CLASSIC_TABLES = ("group_generations", "member_assignments")
-DERIVED_KIP848 = "target_assignments"
+(DERIVED_KIP848,) = stages.TARGET_ASSIGNMENTS.outputs
 
 
 @dataclass
@@ -243,9 +246,6 @@ def _number_incarnations(lake, new: DataFrame, since: int):
     return generations, late, decode_job.add_incarnations(history, None)
 
 
-BRONZE_TOPICS = "topic_metadata"
-
-
 def update_topic_names(lake) -> int:
     """Topic names sampled from the live cluster (bronze `topic_metadata`) join the ones
     decoded from type-4 records in `topic_ids`: from Kafka 4.1 there are no type-4 records,
@@ -272,9 +272,6 @@ def update_topic_names(lake) -> int:
     return lake.insert_if_absent("topic_ids", rows, key=["cluster", "topic_id", "source"]).num_rows
 
 
-TARGET_INPUTS = ("target_assignment_epochs", "target_assignment_member_deltas", "topic_ids")
-
-
 def rebuild_target_assignments(lake) -> int:
     """`target_assignments` from the epoch and delta tables, replaced whole when they changed
     (KIP-848 records are few); returns the rows written (0: inputs unchanged, nothing done).
@@ -283,10 +280,12 @@ def rebuild_target_assignments(lake) -> int:
     (`silver:<input>`), so an unchanged input costs no Spark job."""
     if not lake.exists("target_assignment_epochs"):
         return 0
-    inputs = [t for t in TARGET_INPUTS if lake.exists(t)]
-    versions = {APP_PREFIX + t: lake.version(t) for t in inputs}
+    stage = stages.TARGET_ASSIGNMENTS
+    current = stage.versions(lake)
+    inputs = list(current)
+    versions = stage.positions(current)
     if lake.exists(DERIVED_KIP848):
-        built = lake.positions(DERIVED_KIP848, APP_PREFIX + DERIVED_KIP848)
+        built = lake.positions(DERIVED_KIP848, stage.writer)
         # Unchanged, or only compacted since (versions moved, no row did).
         if built == versions or (built.keys() == versions.keys() and all(
                 built[APP_PREFIX + t] <= versions[APP_PREFIX + t]
@@ -296,7 +295,7 @@ def rebuild_target_assignments(lake) -> int:
     df = decode_job.materialize_target_assignments(
         lake.read("target_assignment_epochs"), lake.read("target_assignment_member_deltas"), topic_ids
     )
-    lake.write_df(DERIVED_KIP848, df, mode="overwrite", partition_by=["cluster"], positions=Positions(APP_PREFIX + DERIVED_KIP848, versions))
+    lake.write_df(DERIVED_KIP848, df, mode="overwrite", partition_by=["cluster"], positions=Positions(stage.writer, versions))
     return _rows_in(lake, DERIVED_KIP848)
 
 

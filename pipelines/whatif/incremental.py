@@ -26,21 +26,23 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 from pyspark.sql import functions as F
 
+from pipelines import stages
 from pipelines.lake import Positions
 
 from .protocols import DEFAULT_ASSIGNORS
 from .spark_job import (WhatifInputs, check_assignors, collect_counts, merge_counts, replay_table, split,
                         topic_count_rows)
 
-WATCHED = ("group_generations", "member_assignments", "offset_commits", "coordinator_events",
-           "consumer_group_members", "current_assignments", "target_assignment_epochs",
-           "target_assignment_member_deltas", "topic_ids", "rebalance_episodes")
-OUTPUTS = ("whatif_episodes", "whatif_summary")
+# What the replay reads, writes and keeps positions of: pipelines/stages.py (stages.WHATIF).
+# The inputs whose versions the positions record: what the replay reads, the KIP-848
+# target assignment as its append-only epoch/delta tables (silver rebuilds it whole).
+WATCHED = stages.WHATIF.watched()
+OUTPUTS = stages.WHATIF.outputs
 COUNTS = "whatif_topic_counts"
 COUNTS_SCHEMA = pa.schema([pa.field("cluster", pa.string()), pa.field("topic", pa.string()),
                            pa.field("seen", pa.int32()), pa.field("stored", pa.int32())])
-WRITER = "whatif"  # the writer of the what-if tables' positions (pipelines/lake/positions.py)
-APP = "whatif:"
+WRITER = stages.WHATIF.writer  # the writer of the what-if tables' positions (pipelines/lake/positions.py)
+APP = stages.WHATIF.prefix
 ASSIGNORS_APP = APP + "assignors"
 KEYS = ["cluster", "group_id"]
 
@@ -97,8 +99,8 @@ def _counter(spark):
 def update(lake, assignors=None, full: bool = False) -> WhatifRun:
     """Bring `whatif_episodes` / `whatif_summary` up to date (`full`: replay every group)."""
     assignors = check_assignors(list(assignors or DEFAULT_ASSIGNORS))
-    current = {t: lake.version(t) for t in WATCHED if lake.exists(t)}
-    positions = {APP + t: v for t, v in current.items()}
+    current = stages.WHATIF.versions(lake)
+    positions = stages.WHATIF.positions(current)
     positions[ASSIGNORS_APP] = fingerprint(assignors)
     prev = stored_positions(lake)
     full = full or prev is None or prev.get(ASSIGNORS_APP) != positions[ASSIGNORS_APP]

@@ -19,14 +19,15 @@ last member record reaching that epoch (`current_assignments`). `duration_source
 """
 from __future__ import annotations
 
-import dataclasses
-
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
+
+from pipelines import stages
 
 from .schemas import WHATIF_EPISODES, WHATIF_SUMMARY
 
@@ -37,7 +38,8 @@ EPISODES_WITH_EXTRAS = pa.schema(list(WHATIF_EPISODES) + _EXTRA)
 
 @dataclass
 class WhatifInputs:
-    """Silver (and optionally gold) tables the replay reads. Only the classic two are required."""
+    """Silver (and optionally gold) tables the replay reads, one field per table of
+    `stages.WHATIF.reads`. Only the classic two are required."""
 
     group_generations: DataFrame
     member_assignments: DataFrame
@@ -50,27 +52,15 @@ class WhatifInputs:
     topic_ids: DataFrame | None = None
 
     @classmethod
-    def tables(cls) -> tuple[str, ...]:
-        """The lake tables a replay reads (one per field; the Dagster asset's dependencies)."""
-        return tuple(f.name for f in dataclasses.fields(cls))
-
-    @classmethod
     def from_lake(cls, lake) -> "WhatifInputs":
-        def opt(name):
-            return lake.read(name) if lake.exists(name) else None
-
         if not lake.exists("group_generations") and not lake.exists("target_assignments"):
             raise ValueError(f"no group history in the lake at {lake.root}: run silver first (group_generations missing)")
-        gg, ma = opt("group_generations"), opt("member_assignments")
-        if gg is None or ma is None:
-            gg = gg if gg is not None else _empty(lake.spark, _GG_MIN)
-            ma = ma if ma is not None else _empty(lake.spark, _MA_MIN)
-        return cls(
-            group_generations=gg, member_assignments=ma, offset_commits=opt("offset_commits"),
-            coordinator_events=opt("coordinator_events"), rebalance_episodes=opt("rebalance_episodes"),
-            target_assignments=opt("target_assignments"), consumer_group_members=opt("consumer_group_members"),
-            current_assignments=opt("current_assignments"), topic_ids=opt("topic_ids"),
-        )
+        kw: dict[str, Any] = {t: lake.read(t) if lake.exists(t) else None for t in stages.WHATIF.reads}
+        if kw["group_generations"] is None or kw["member_assignments"] is None:
+            for name, ddl in (("group_generations", _GG_MIN), ("member_assignments", _MA_MIN)):
+                if kw[name] is None:
+                    kw[name] = _empty(lake.spark, ddl)
+        return cls(**kw)
 
 
 _GG_MIN = "cluster string, group_id string, incarnation int, generation int, is_deletion boolean, protocol_type string, " \

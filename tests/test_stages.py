@@ -1,0 +1,146 @@
+"""Each stage declares its inputs once (pipelines/stages.py): the lists the plans, the assets
+and the docs used to keep apart are read from the declarations, and equal what they were
+(so existing lakes' positions and the Dagster lineage are unchanged). No Spark."""
+from __future__ import annotations
+
+import dataclasses
+
+from dagster import AssetKey
+
+from pipelines import stages
+
+# Frozen copies of the lists as they were before the declarations: positions keys and
+# plans must not move (an existing lake needs no migration).
+GOLD_TRACKED = ("offset_commits", "group_generations", "member_assignments", "consumer_group_epochs",
+                "consumer_group_members", "current_assignments", "target_assignment_epochs",
+                "target_assignment_member_deltas", "coordinator_events", "topic_ids", "partition_end_offsets",
+                "offsets_records")
+GOLD_ASSET_INPUTS = ("offset_commits", "group_generations", "member_assignments", "consumer_group_epochs",
+                     "consumer_group_members", "current_assignments", "target_assignments", "topic_ids",
+                     "coordinator_events", "partition_end_offsets", "offsets_records")
+GOLD_TABLES = ("ownership_intervals", "commit_attribution", "rebalance_episodes", "duplicate_windows", "skip_windows",
+               "commit_anomalies", "idle_consumers", "rebalance_storms", "coverage_gaps", "consumer_lag",
+               "group_summary")
+WHATIF_WATCHED = ("group_generations", "member_assignments", "offset_commits", "coordinator_events",
+                  "consumer_group_members", "current_assignments", "target_assignment_epochs",
+                  "target_assignment_member_deltas", "topic_ids", "rebalance_episodes")
+WHATIF_READS = ("group_generations", "member_assignments", "offset_commits", "coordinator_events",
+                "rebalance_episodes", "target_assignments", "consumer_group_members", "current_assignments",
+                "topic_ids")
+TARGET_INPUTS = ("target_assignment_epochs", "target_assignment_member_deltas", "topic_ids")
+DECODED_TABLES = ("offset_commits", "group_generations", "member_assignments", "consumer_group_epochs",
+                  "consumer_group_members", "target_assignment_epochs", "target_assignment_member_deltas",
+                  "current_assignments", "topic_ids", "other_group_records")
+REPORT_SILVER = ("group_generations", "offset_commits", "consumer_group_epochs")
+REPORT_GOLD = ("rebalance_episodes", "ownership_intervals", "duplicate_windows", "skip_windows", "idle_consumers",
+               "rebalance_storms", "commit_anomalies", "coverage_gaps", "consumer_lag", "group_summary")
+
+
+def test_expanded_lists_equal_the_old_ones():
+    # Same order too: a plan names the first input that moved back or appeared.
+    assert stages.GOLD.watched() == GOLD_TRACKED
+    assert stages.GOLD.deps() == tuple(t for t in stages.GOLD.reads if t != "cluster_settings")
+    assert set(stages.GOLD.deps()) == set(GOLD_ASSET_INPUTS)
+    assert stages.GOLD.outputs == GOLD_TABLES
+    assert stages.WHATIF.watched() == WHATIF_WATCHED
+    assert set(stages.WHATIF.reads) == set(WHATIF_READS)
+    assert stages.TARGET_ASSIGNMENTS.watched() == TARGET_INPUTS
+    assert stages.OFFSETS_SILVER.outputs == DECODED_TABLES
+
+
+def test_code_reads_the_declarations():
+    from dashboards import data
+    from pipelines.gold import incremental as gold_plan
+    from pipelines.gold import runner as gold_runner
+    from pipelines.gold import settings as gold_settings
+    from pipelines.silver import decode_job
+    from pipelines.silver import runner as silver_runner
+    from pipelines.whatif import incremental as whatif_plan
+    from pipelines.whatif.spark_job import WhatifInputs
+
+    assert gold_plan.TRACKED == GOLD_TRACKED
+    assert (gold_plan.WRITER, gold_plan.PREFIX) == ("gold", "gold:")
+    assert gold_runner.GOLD_TABLES == GOLD_TABLES
+    assert list(gold_runner.GOLD_DESCRIPTIONS) == list(GOLD_TABLES)  # one description per table
+    assert gold_runner.INPUT_FIELDS == tuple(t for t in stages.GOLD.reads if t != "offsets_records")
+    assert stages.GOLD.settings == (gold_settings.TABLE,)
+    assert whatif_plan.WATCHED == WHATIF_WATCHED
+    assert whatif_plan.OUTPUTS == ("whatif_episodes", "whatif_summary")
+    assert (whatif_plan.WRITER, whatif_plan.APP, whatif_plan.ASSIGNORS_APP) == ("whatif", "whatif:", "whatif:assignors")
+    assert set(stages.WHATIF.reads) == {f.name for f in dataclasses.fields(WhatifInputs)}
+    assert tuple(decode_job.DECODED_TABLES) == stages.OFFSETS_SILVER.outputs  # one schema per table
+    assert (silver_runner.BRONZE_OFFSETS, silver_runner.BRONZE_LOG_LINES, silver_runner.BRONZE_TOPICS) == \
+        ("offsets_records", "coordinator_log_lines", "topic_metadata")
+    assert (data.SILVER, data.GOLD, data.WHATIF) == (REPORT_SILVER, REPORT_GOLD, ("whatif_summary",))
+
+
+def test_roles_are_subsets_of_the_declarations():
+    from pipelines.gold import incremental as gold_plan
+    from pipelines.gold import runner as gold_runner
+
+    assert set(gold_plan.GROUP_INPUTS) <= set(stages.GOLD.watched())
+    assert set(gold_runner.REQUIRED) <= set(gold_runner.INPUT_FIELDS)
+    assert set(gold_runner.GROUP_KEYED) <= set(gold_runner.INPUT_FIELDS)
+    assert gold_plan.BRONZE_OFFSETS in stages.GOLD.reads
+
+
+def test_writers_and_position_keys_are_the_ones_lakes_hold():
+    assert stages.OFFSETS_SILVER.writer == "silver:offsets_records"
+    assert stages.OFFSETS_SILVER.position_keys() == ("silver:offsets_records",)
+    assert stages.EVENTS_SILVER.position_keys() == ("silver:coordinator_log_lines",)
+    assert stages.EVENTS_SILVER.writer == "silver:coordinator_log_lines"
+    assert stages.TARGET_ASSIGNMENTS.writer == "silver:target_assignments"
+    assert stages.TARGET_ASSIGNMENTS.position_keys() == tuple("silver:" + t for t in TARGET_INPUTS)
+    assert stages.TOPIC_NAMES.writer == "" and stages.REPORT.writer == ""
+    assert set(stages.WHATIF.position_keys()) == {"whatif:" + t for t in WHATIF_WATCHED} | {"whatif:assignors"}
+    assert set(stages.GOLD.position_keys()) == {"gold:" + t for t in GOLD_TRACKED} | {
+        "gold:params", "gold:cluster_settings", "gold:format"}
+
+
+class _FakeLake:
+    """Every table exists at version 3; no gold table has positions."""
+
+    def exists(self, name):
+        return True
+
+    def version(self, name):
+        return 3
+
+    def positions(self, name, writer):
+        return {}
+
+
+def test_gold_plan_commits_exactly_the_declared_keys():
+    from pipelines.gold import incremental as gold_plan
+    from pipelines.gold.model import GoldParams
+
+    p = gold_plan.plan(_FakeLake(), stages.GOLD.outputs, GoldParams(), None)
+    assert p.reason == "gold table ownership_intervals has no positions"
+    assert set(p.positions) == set(stages.GOLD.position_keys())
+    assert list(p.versions) == list(GOLD_TRACKED)
+    assert p.positions["gold:format"] == gold_plan.FORMAT and p.positions["gold:cluster_settings"] == 3
+
+
+def test_dagster_dependencies_are_the_declarations():
+    from assets.definitions import defs
+
+    graph = defs.resolve_asset_graph()
+    written = {t for s in stages.STAGES for t in s.outputs}
+    for table in written:
+        parents = {k.to_user_string() for k in graph.get(AssetKey(table)).parent_keys}
+        assert parents == set(stages.deps_of(table)), table
+    # A table two stages write depends on both stages' inputs.
+    assert set(stages.deps_of("topic_ids")) == {"offsets_records", "topic_metadata"}
+    assert set(stages.deps_of("target_assignments")) == set(TARGET_INPUTS)
+    # Each stage but the topic names (part of the offsets_silver step) is the step of that name.
+    for s in stages.STAGES:
+        if s is stages.TOPIC_NAMES:
+            continue
+        for t in s.outputs:
+            node = graph.get(AssetKey(t))
+            assert node.assets_def.node_def.name == s.name, t
+
+
+def test_docs_table_is_the_generated_one():
+    doc = stages.DOC.read_text(encoding="utf-8")
+    assert stages.with_table(doc) == doc, "run `python -m pipelines.stages --write`"
