@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds the compiled core of `rebalance-audit decode` (native/, Rust + PyO3) into
-# pipelines/segments/_native.abi3.so, once per change of its sources. Without a Rust
-# toolchain it says so and leaves decode on its pure-Python path: same output, slower.
+# Builds the compiled cores of `rebalance-audit decode` and of the partition assignors
+# (native/, Rust + PyO3) into pipelines/segments/_native.abi3.so, once per change of its
+# sources. Without a Rust toolchain it says so and leaves both on their pure-Python paths:
+# same output, slower.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,7 +15,7 @@ if [ -f "$TARGET" ] && [ -f "$stamp" ]; then
 fi
 CARGO=$(command -v cargo || echo "$HOME/.cargo/bin/cargo")
 if [ ! -x "$CARGO" ]; then
-    echo "setup: no Rust toolchain (cargo); decode runs its pure-Python path (same output, slower)" >&2
+    echo "setup: no Rust toolchain (cargo); decode and the assignors run their pure-Python paths (same output, slower)" >&2
     exit 0
 fi
 export CARGO_TARGET_DIR="$CACHE/native-target"

@@ -1,14 +1,18 @@
 """Historical models, Java hash emulation, metrics and error handling on small hand-made problems."""
 from __future__ import annotations
 
+import base64
+import random
+
 import pytest
 
-from pipelines.assignors import ASSIGNORS, AssignorError, MemberSpec, Problem, assign, assign_problem
+from pipelines.assignors import ASSIGNORS, AssignorError, MemberSpec, Problem, assign, assign_problem, native
 from pipelines.assignors.historical import handoff_plan
-from pipelines.assignors.javahash import (hash_order, string_hash, string_hashmap_order, topic_partition_hash,
-                                          uuid_from_string, uuid_hash)
+from pipelines.assignors.javahash import (hash_order, string_hash, string_hashes, string_hashmap_order,
+                                          topic_partition_hash, uuid_from_string, uuid_hash)
 from pipelines.assignors.metrics import generation_metrics
-from pipelines.assignors.sticky import decode_sticky_user_data, encode_sticky_user_data
+from pipelines.assignors.sticky import (_decode_sticky_user_data_codec, _decode_sticky_user_data_fast,
+                                       decode_sticky_user_data, encode_sticky_user_data)
 
 
 def problem(n_members: int, topics: dict[str, int], owned: dict[str, list] | None = None) -> Problem:
@@ -110,3 +114,78 @@ def test_every_assignor_covers_every_partition_once_on_a_simple_group(name):
     owned = [(t, x) for runs in out.values() for t, ps in runs for x in ps]
     assert len(owned) == len(set(owned))
     assert set(owned) == {("a", x) for x in range(5)} | {("b", x) for x in range(3)}
+
+
+# --- compiled cores vs pure Python on hostile input (the vectors test holds them equal on real data) ---
+
+HOSTILE_IDS = ["", "a", "é", "中文", "\U0001f600-astral", "\U0001f600", "\uffff", "Aa", "BB", "x" * 300, "m-\ud800-lone"]
+
+
+def _without_native(monkeypatch):
+    for f in ("java_string_hashes", "java_string_hashmap_order", "server_range_assign", "sticky_user_data",
+              "uniform_assign", "sticky_general_assign"):
+        monkeypatch.setattr(native, f, None)
+
+
+def test_string_hashes_core_matches_java_hashcode_or_declines():
+    if native.java_string_hashes is None:
+        pytest.skip("the compiled core is not built")
+    assert native.java_string_hashes(HOSTILE_IDS[:-1]) == [string_hash(s) for s in HOSTILE_IDS[:-1]]
+    assert native.java_string_hashes(HOSTILE_IDS) is None  # a lone surrogate: Python decides
+    assert string_hashes(HOSTILE_IDS) == [string_hash(s) for s in HOSTILE_IDS]
+    python_order = hash_order(HOSTILE_IDS, [string_hash(s) for s in HOSTILE_IDS], 16)
+    assert string_hashmap_order(HOSTILE_IDS) == python_order  # the core declines, Python answers
+    assert native.java_string_hashmap_order(HOSTILE_IDS[:-1], 16) == [s for s in python_order if s != HOSTILE_IDS[-1]]
+
+
+def test_sticky_user_data_paths_agree_on_every_truncation_and_byte_flip():
+    good = encode_sticky_user_data([("orders", 3), ("caf\u00e9", 1), ("orders", 0), ("\U0001f600", 7)], 12)
+    rng = random.Random(7)
+    samples = [good[:n] for n in range(len(good) + 1)] + [good + b"\x00\x01"]
+    for _ in range(400):
+        b = bytearray(good)
+        b[rng.randrange(len(b))] = rng.randrange(256)
+        samples.append(bytes(b))
+    for data in samples:
+        codec = _decode_sticky_user_data_codec(data) if data else ([], None)
+        fast = _decode_sticky_user_data_fast(data) if data else None
+        assert (fast if fast is not None else codec) == codec, data
+        if native.sticky_user_data is not None and data:
+            core = native.sticky_user_data(data)
+            assert (core if core is not None else codec) == codec, data
+        assert decode_sticky_user_data(data) == codec
+
+
+def _hostile_problem(seed: int) -> dict:
+    rng = random.Random(seed)
+    topics = [[f"t{i}-\u00e9" if i % 3 == 0 else f"t{i}", rng.choice([0, 1, 3, 8, 20])] for i in range(6)]
+    names = [t for t, _ in topics] + ["missing"]
+    members = []
+    for i in range(rng.randint(1, 9)):
+        subs = rng.sample(names, rng.randint(0, 4)) or [names[0]]
+        if rng.random() < 0.2:
+            subs.append(subs[0])  # listed twice
+        target = [[t, rng.sample(range(9), rng.randint(0, 3))] for t in rng.sample(names, 2)]
+        generation = rng.choice([None, 1, 2, 3])
+        previous = [(t, p) for t, ps in target for p in ps]
+        # Previous ownership for the sticky assignors: may overlap, be stale or beyond a topic's count.
+        members.append({"member_id": rng.choice(HOSTILE_IDS[:-1]) + f"-{i}",
+                        "group_instance_id": f"inst-{rng.choice(HOSTILE_IDS[:-1])}-{i}" if rng.random() < 0.3 else None,
+                        "topics": subs, "subscribed_topic_names": subs, "target_assignment_in": target,
+                        "owned_partitions": target, "generation_id": generation,
+                        "user_data_b64": base64.b64encode(encode_sticky_user_data(previous, generation or 0)).decode()
+                        if rng.random() < 0.7 else None})
+    return {"topics": topics, "members": members}
+
+
+@pytest.mark.parametrize("name", ["server-range", "uniform", "range", "sticky", "cooperative-sticky"])
+def test_compiled_and_python_paths_agree_on_hostile_problems(name, monkeypatch):
+    def outcome(problem):
+        try:
+            return assign(name, problem)
+        except Exception as exc:  # AssignorError, or the odd crash both paths must share
+            return type(exc).__name__, str(exc)
+    problems = [_hostile_problem(seed) for seed in range(300)]
+    compiled = [outcome(p) for p in problems]
+    _without_native(monkeypatch)
+    assert compiled == [outcome(p) for p in problems]

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import shutil
 from functools import lru_cache
+from pathlib import Path
 
 import pytest
 
 from conftest import SHARED
-from pipelines.assignors import AssignorError, Problem, assign, assign_problem
+from pipelines.assignors import AssignorError, Problem, assign, assign_problem, native
 from pipelines.assignors.metrics import generation_metrics
 
 VECTORS = SHARED / "assignor-vectors"
@@ -175,3 +178,68 @@ def test_uniform_41_homogeneous_is_a_fixed_point_and_balanced():
             assert same_sets(first, assign("uniform-4.1", again))
             checked += 1
     assert checked > 900
+
+
+# --- the compiled cores (native/src/assignors.rs, uniform.rs) and the pure-Python paths --------
+
+NATIVE_FUNCTIONS = ("java_string_hashes", "java_string_hashmap_order", "server_range_assign", "sticky_user_data",
+                    "uniform_assign", "sticky_general_assign")
+
+
+def _cargo() -> bool:
+    return shutil.which("cargo") is not None or (Path.home() / ".cargo" / "bin" / "cargo").exists()
+
+
+def test_the_assignor_cores_are_built_wherever_rust_is():
+    # The vector tests above then run the compiled paths; the test below holds the Python ones equal.
+    if _cargo() and os.environ.get("REBALANCE_AUDIT_NO_NATIVE", "") in ("", "0"):
+        missing = [f for f in NATIVE_FUNCTIONS if getattr(native, f) is None]
+        assert not missing, f"scripts/setup-native.sh did not build the assignor cores {missing}"
+
+
+def _outcome(assignor: str, problem: Problem):
+    try:
+        return "ok", assign_problem(assignor, problem)
+    except AssignorError as exc:
+        return "error", str(exc)
+
+
+# assignor -> the cores it calls (range uses none: it is here as the Python path's own control)
+CORES_USED = {"server-range": ["server_range_assign"], "uniform": ["uniform_assign"],
+              "sticky": ["sticky_user_data", "java_string_hashmap_order", "sticky_general_assign"],
+              "cooperative-sticky": ["java_string_hashmap_order", "java_string_hashes", "sticky_general_assign"],
+              "range": []}
+
+
+@pytest.mark.parametrize("assignor", list(CORES_USED))
+def test_compiled_and_python_paths_give_identical_results(assignor, monkeypatch):
+    """Same partitions, same list order, same member order, same exceptions, on every vector."""
+    if all(getattr(native, f) is None for f in NATIVE_FUNCTIONS):
+        pytest.skip("the compiled core is not built (no Rust toolchain)")
+    answered = dict.fromkeys(CORES_USED[assignor], 0)
+
+    def counting(name, fn):
+        def call(*args):
+            out = fn(*args)
+            answered[name] += out is not None
+            return out
+        return call
+    compiled, python = [], []
+    with monkeypatch.context() as m:
+        for f in CORES_USED[assignor]:
+            m.setattr(native, f, counting(f, getattr(native, f)))
+        for seq in sequences(assignor):
+            for g in seq["generations"]:
+                compiled.append(_outcome(assignor, Problem.from_dict(g)))
+    with monkeypatch.context() as m:
+        for f in NATIVE_FUNCTIONS:
+            m.setattr(native, f, None)
+        for seq in sequences(assignor):
+            for g in seq["generations"]:
+                python.append(_outcome(assignor, Problem.from_dict(g)))
+    assert len(compiled) == len(python) > 1500
+    assert all(n > 500 for n in answered.values()), answered  # the compiled path really ran
+    for c, p in zip(compiled, python):
+        assert c == p
+        if c[0] == "ok":
+            assert list(c[1]) == list(p[1])  # member (map) order too

@@ -1,4 +1,5 @@
-//! The hot path of `rebalance-audit decode`: the JSON lines of one record batch (v2) whose
+//! The assignor cores live in their own modules (assignors.rs, uniform.rs); this file is the
+//! hot path of `rebalance-audit decode`: the JSON lines of one record batch (v2) whose
 //! records are all offset commits (key types 0 and 1, value versions 0-4), which is nearly
 //! every batch of a `__consumer_offsets` segment.
 //!
@@ -13,6 +14,10 @@
 //! mutated batches.
 
 use pyo3::prelude::*;
+
+mod assignors;
+mod sticky;
+mod uniform;
 
 /// Reads within `buf[..end]`; every read past `end` is `None` (the caller falls back).
 struct Bytes<'a> {
@@ -331,5 +336,11 @@ fn offset_commit_lines(
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(offset_commit_lines, m)?)?;
+    m.add_function(wrap_pyfunction!(assignors::java_string_hashes, m)?)?;
+    m.add_function(wrap_pyfunction!(assignors::java_string_hashmap_order, m)?)?;
+    m.add_function(wrap_pyfunction!(assignors::server_range_assign, m)?)?;
+    m.add_function(wrap_pyfunction!(assignors::sticky_user_data, m)?)?;
+    m.add_function(wrap_pyfunction!(uniform::uniform_assign, m)?)?;
+    m.add_function(wrap_pyfunction!(sticky::sticky_general_assign, m)?)?;
     Ok(())
 }

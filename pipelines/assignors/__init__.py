@@ -52,8 +52,9 @@ def assign_problem(assignor_name: str, problem: Problem) -> dict[str, list[Topic
     if not problem.members:
         return {}
     result = fn(problem)
-    for m in problem.members:
-        result.setdefault(m.member_id, [])
+    if len(result) < len(problem.members):  # results only hold the problem's members
+        for m in problem.members:
+            result.setdefault(m.member_id, [])
     return result
 
 

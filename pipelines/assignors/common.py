@@ -1,6 +1,9 @@
 """Helpers shared by the assignor implementations."""
 from __future__ import annotations
 
+from operator import attrgetter
+from typing import Mapping
+
 from .javahash import java_str_key, string_hashmap_order
 from .model import MemberSpec, Problem
 
@@ -18,11 +21,61 @@ def member_iteration_order(problem: Problem) -> list[str]:
     return string_hashmap_order([m.member_id for m in problem.members])
 
 
+def members_in_order(problem: Problem) -> list[MemberSpec]:
+    """The problem's members in `member_iteration_order`."""
+    return list(map(problem.member_map.__getitem__, member_iteration_order(problem)))
+
+
 def member_sort_key(m: MemberSpec):
     """`AbstractPartitionAssignor.MemberInfo.compareTo`: static members first by instance id, then member id."""
     if m.instance_id is not None:
         return (0, java_str_key(m.instance_id))
     return (1, java_str_key(m.member_id))
+
+
+def sort_members(members: list[MemberSpec]) -> list[MemberSpec]:
+    """`sorted(members, key=member_sort_key)`, without a Python-level key call per member.
+
+    Static members first by instance id, then the others by member id; for ASCII ids Python's
+    string order is Java's `String.compareTo`, so the ids themselves are the keys (hot in every
+    per-call sort of the range assignors)."""
+    if len(members) < 8:
+        return sorted(members, key=member_sort_key)  # a few key calls cost less than the setup below
+    static = [m for m in members if m.instance_id is not None]
+    dynamic = [m for m in members if m.instance_id is None]
+    ascii_ids = "".join(m.member_id for m in dynamic).isascii() and "".join(
+        m.instance_id for m in static if m.instance_id is not None).isascii()
+    if ascii_ids:
+        static.sort(key=_INSTANCE_ID)
+        dynamic.sort(key=_MEMBER_ID)
+        return static + dynamic
+    return sorted(members, key=member_sort_key)
+
+
+_INSTANCE_ID = attrgetter("instance_id")
+_MEMBER_ID = attrgetter("member_id")
+
+
+def subscribers_by_topic(members: list[MemberSpec], topics: Mapping[str, int]) -> dict[str, list[str]]:
+    """Topics of `topics` that someone subscribes -> subscriber ids in MemberInfo order (a topic
+    listed twice by a member counts once).
+
+    Topics come in the order the members (in map order) list them. One sort of every member
+    serves all topics: a subset of a sorted list is sorted (the keys are unique)."""
+    ranked = sort_members(members)
+    first = members[0].topics if members else []
+    if all(m.topics == first for m in members):
+        # Identical subscriptions (the common case): every topic has every member.
+        ids = [m.member_id for m in ranked]
+        return {t: ids for t in first if t in topics}
+    subscribers: dict[str, list[str]] = {t: [] for m in members for t in m.topics if t in topics}
+    for m in ranked:
+        mid = m.member_id
+        for t in m.topics:
+            lst = subscribers.get(t)
+            if lst is not None and (not lst or lst[-1] != mid):
+                lst.append(mid)
+    return subscribers
 
 
 def existing_partition_counts(problem: Problem, topics) -> dict[str, int]:

@@ -57,6 +57,11 @@ class Problem:
     def member(self, member_id: str) -> MemberSpec:
         return self._by_id[member_id]
 
+    @property
+    def member_map(self) -> dict[str, MemberSpec]:
+        """member_id -> MemberSpec (read-only by convention; lets hot loops index without a call)."""
+        return self._by_id
+
     def __post_init__(self) -> None:
         self._by_id = {m.member_id: m for m in self.members}
         if len(self._by_id) != len(self.members):

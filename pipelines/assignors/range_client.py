@@ -9,8 +9,10 @@ every list is then sorted by (topic, partition).
 """
 from __future__ import annotations
 
-from .common import (existing_partition_counts, member_iteration_order, member_sort_key,
-                     partition_rack_sets, use_rack_aware)
+from itertools import chain, repeat
+
+from .common import (existing_partition_counts, members_in_order, partition_rack_sets, subscribers_by_topic,
+                     use_rack_aware)
 from .javahash import java_str_key, string_hashmap_order
 from .model import Problem, TopicPartition
 
@@ -19,9 +21,9 @@ class _TopicState:
     __slots__ = ("topic", "consumers", "racks", "needs_rack", "unassigned", "assigned", "base", "extra",
                  "_consumer_racks")
 
-    def __init__(self, topic: str, n: int, members, consumer_racks: dict[str, str], problem: Problem):
+    def __init__(self, topic: str, n: int, consumers: list[str], consumer_racks: dict[str, str], problem: Problem):
         self.topic = topic
-        self.consumers = [m.member_id for m in sorted(members, key=member_sort_key)]
+        self.consumers = consumers  # in MemberInfo order
         self.unassigned = dict.fromkeys(range(n))  # ordered set of partition numbers
         self.assigned = dict.fromkeys(self.consumers, 0)
         c = len(self.consumers)
@@ -94,44 +96,51 @@ def _assign_co_partitioned(consumers: list[str], n: int, states: list[_TopicStat
 
 
 def assign_range(problem: Problem) -> dict[str, list[TopicPartition]]:
-    order = member_iteration_order(problem)
-    members = [problem.member(mid) for mid in order]
-    subscribed: list[str] = []
-    seen = set()
-    for m in members:
-        for t in m.topics:
-            if t not in seen:
-                seen.add(t)
-                subscribed.append(t)
+    members = members_in_order(problem)
+    out: dict[str, list[TopicPartition]] = {m.member_id: [] for m in members}
+    subscribed = dict.fromkeys(chain.from_iterable(m.topics for m in members))
     counts = existing_partition_counts(problem, subscribed)
     # partitionsPerTopic is a HashMap<String, ...>: its order only decides the topic order inside
     # each member's list, never which partitions a member gets.
     topic_order = string_hashmap_order(list(counts))
+    consumers = subscribers_by_topic(members, counts)
     consumer_racks = {m.member_id: m.rack for m in members if m.rack}
-    per_topic: dict[str, dict] = {t: {} for t in counts}
-    for m in members:
-        for t in m.topics:
-            if t in per_topic:
-                per_topic[t][m.member_id] = m
-    states = [_TopicState(t, counts[t], list(per_topic[t].values()), consumer_racks, problem) for t in topic_order]
-    out: dict[str, list[TopicPartition]] = {mid: [] for mid in order}
-    rack_aware = any(s.needs_rack for s in states)
-    if rack_aware:
-        groups: dict[tuple, list[_TopicState]] = {}
-        for s in states:
-            groups.setdefault(tuple(s.consumers), []).append(s)
-        for consumers, group in groups.items():
-            by_n: dict[int, list[_TopicState]] = {}
-            for s in group:
-                by_n.setdefault(len(s.racks) if s.racks is not None else 0, []).append(s)
-            for n, co in by_n.items():
-                if len(co) > 1:
-                    _assign_co_partitioned(list(consumers), n, co, out)
-                elif co[0].needs_rack:
-                    _assign_ranges(co[0], co[0].racks_match, out)
+    if consumer_racks:  # KIP-881 only applies when some consumer has a rack
+        states = [_TopicState(t, counts[t], consumers[t], consumer_racks, problem) for t in topic_order]
+        if any(s.needs_rack for s in states):
+            return _assign_rack_aware(states, out)
+    for t in topic_order:
+        _assign_contiguous(t, counts[t], consumers[t], out)
+    return out
+
+
+def _assign_contiguous(topic: str, n: int, consumers: list[str], out: dict[str, list[TopicPartition]]) -> None:
+    """The plain range assignment of one topic (what `_assign_ranges` does when no rack pass ran):
+    consumer i takes the next `n // c` partitions, one more while i < n % c."""
+    base, extra = divmod(n, len(consumers))
+    partitions = list(zip(repeat(topic), range(n)))  # built once (a C loop), handed out in slices
+    start = 0
+    for i, c in enumerate(consumers):
+        end = start + base + (i < extra)
+        out[c] += partitions[start:end]
+        start = end
+
+
+def _assign_rack_aware(states: list[_TopicState], out: dict[str, list[TopicPartition]]) -> dict[str, list[TopicPartition]]:
+    groups: dict[tuple, list[_TopicState]] = {}
+    for s in states:
+        groups.setdefault(tuple(s.consumers), []).append(s)
+    for consumers, group in groups.items():
+        by_n: dict[int, list[_TopicState]] = {}
+        for s in group:
+            by_n.setdefault(len(s.racks) if s.racks is not None else 0, []).append(s)
+        for n, co in by_n.items():
+            if len(co) > 1:
+                _assign_co_partitioned(list(consumers), n, co, out)
+            elif co[0].needs_rack:
+                _assign_ranges(co[0], co[0].racks_match, out)
     for s in states:
         _assign_ranges(s, None, out)
-    if rack_aware:
-        for lst in out.values():
-            lst.sort(key=lambda tp: (java_str_key(tp[0]), tp[1]))
+    for lst in out.values():
+        lst.sort(key=lambda tp: (java_str_key(tp[0]), tp[1]))
     return out

@@ -6,25 +6,32 @@ not subscribed to a partition's topic are skipped. No racks, no stickiness.
 """
 from __future__ import annotations
 
-from .common import existing_partition_counts, member_iteration_order, member_sort_key
+from itertools import chain, repeat
+
+from .common import existing_partition_counts, members_in_order, sort_members
 from .javahash import java_str_key
 from .model import Problem, TopicPartition
 
 
 def assign_roundrobin(problem: Problem) -> dict[str, list[TopicPartition]]:
-    order = member_iteration_order(problem)
-    members = sorted((problem.member(mid) for mid in order), key=member_sort_key)
-    out: dict[str, list[TopicPartition]] = {mid: [] for mid in order}
+    in_order = members_in_order(problem)
+    out: dict[str, list[TopicPartition]] = {m.member_id: [] for m in in_order}
+    members = sort_members(in_order)
     all_topics = sorted({t for m in members for t in m.topics}, key=java_str_key)
     counts = existing_partition_counts(problem, all_topics)
-    subs = [set(m.topics) for m in members]
     ids = [m.member_id for m in members]
     k = len(members)
+    first = members[0].topics if members else []
+    if all(m.topics == first for m in members):
+        # Everybody subscribes every topic: partition j of the whole sequence goes to member j % K,
+        # i.e. each member takes every K-th one (one C-level slice per member).
+        partitions = list(chain.from_iterable(zip(repeat(t), range(n)) for t, n in counts.items()))
+        for i, mid in enumerate(ids):
+            out[mid] = partitions[i::k]
+        return out
+    subs = [set(m.topics) for m in members]
     pos = 0
-    for t in all_topics:
-        n = counts.get(t)
-        if not n:
-            continue
+    for t, n in counts.items():
         for p in range(n):
             # A subscriber exists (the topic came from some subscription), so this terminates.
             while t not in subs[pos]:

@@ -20,17 +20,22 @@ from __future__ import annotations
 
 import bisect
 import struct
+from itertools import chain, filterfalse, repeat
 from math import ceil
+from operator import itemgetter
+from typing import Any, Mapping
 
 from pipelines.codec.consumer_protocol import read_user_data_prefix, write_user_data
 from pipelines.codec.errors import CodecError
 
+from . import native
 from .common import member_iteration_order, partition_rack_sets, use_rack_aware
 from .javahash import (
     JavaHashSet,
     java_str_key,
+    string_hashes,
     string_hashmap_order,
-    topic_partition_hash,
+    to_int32,
 )
 from .model import AssignorError, MemberSpec, Problem, TopicPartition
 
@@ -50,6 +55,46 @@ def decode_sticky_user_data(data: bytes | None) -> tuple[list[TopicPartition], i
     the codec's (pipelines/codec/schemas.py)."""
     if not data:
         return [], None
+    core = native.sticky_user_data
+    fast = core(data) if core is not None else _decode_sticky_user_data_fast(data)
+    if fast is not None:
+        return fast
+    return _decode_sticky_user_data_codec(data)
+
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+
+
+def _decode_sticky_user_data_fast(data: bytes) -> tuple[list[TopicPartition], int | None] | None:
+    """The well-formed case of `decode_sticky_user_data` read straight with `struct` (the generic
+    codec reader cost a quarter of a sticky assign() call). Returns None for anything unusual
+    (null or negative lengths, truncation, bad UTF-8): the codec path then decides, so both
+    agree by construction."""
+    try:
+        (n_topics,), pos = _I32.unpack_from(data, 0), 4
+        if n_topics < 0:
+            return None
+        out: list[TopicPartition] = []
+        for _ in range(n_topics):
+            (n,), pos = _I16.unpack_from(data, pos), pos + 2
+            end = pos + n
+            if n < 0 or end > len(data):
+                return None
+            topic = data[pos:end].decode("utf-8")
+            (k,), pos = _I32.unpack_from(data, end), end + 4
+            if k < 0 or pos + 4 * k > len(data):
+                return None
+            out += zip(repeat(topic), struct.unpack_from(f">{k}i", data, pos))
+            pos += 4 * k
+    except (struct.error, UnicodeDecodeError):
+        return None
+    if pos + 4 <= len(data):
+        return out, _I32.unpack_from(data, pos)[0]  # V1
+    return out, None  # V1 does not fit, V0 (no generation) does
+
+
+def _decode_sticky_user_data_codec(data: bytes) -> tuple[list[TopicPartition], int | None]:
     for fmt in ("sticky-v1", "sticky-v0"):
         try:
             d = read_user_data_prefix(data, fmt)
@@ -68,18 +113,22 @@ def encode_sticky_user_data(partitions: list[TopicPartition], generation: int) -
                                          "generation": generation})
 
 
-def _member_data_sticky(m: MemberSpec):
+MemberData = tuple[list[TopicPartition], "int | None"]
+
+
+def _member_data_sticky(m: MemberSpec) -> MemberData:
     return decode_sticky_user_data(m.user_data)
 
 
-def _member_data_cooperative(m: MemberSpec):
+def _member_data_cooperative(m: MemberSpec) -> MemberData:
+    # The owned list itself, not a copy: member data is only read (the builders copy what they keep).
     if m.generation is not None:
-        return list(m.owned), m.generation
+        return m.owned, m.generation
     if m.user_data is None:
-        return list(m.owned), None
+        return m.owned, None
     if len(m.user_data) >= 4:
-        return list(m.owned), struct.unpack(">i", m.user_data[:4])[0]
-    return list(m.owned), DEFAULT_GENERATION
+        return m.owned, struct.unpack(">i", m.user_data[:4])[0]
+    return m.owned, DEFAULT_GENERATION
 
 
 # ---------------------------------------------------------------------------------------------
@@ -93,12 +142,10 @@ class _RackInfo:
             if r:
                 consumers_by_rack.setdefault(r, []).append(mid)
         partition_racks: dict[TopicPartition, frozenset[str]] = {}
-        all_racks: set[str] = set()
         if consumers_by_rack:
             for t, n in counts.items():
-                for p, racks in enumerate(partition_rack_sets(problem, t, n)):
-                    partition_racks[(t, p)] = racks
-                    all_racks |= racks
+                partition_racks.update(zip(zip(repeat(t), range(n)), partition_rack_sets(problem, t, n)))
+        all_racks: set[str] = set().union(*set(partition_racks.values()))
         if use_rack_aware(set(consumers_by_rack), all_racks, partition_racks.values()):
             self.consumer_racks = {c: r for r, cs in consumers_by_rack.items() for c in cs}
             self.partition_racks = partition_racks
@@ -107,8 +154,11 @@ class _RackInfo:
             self.partition_racks = {}
         # Computed from the local partition racks: partitions get sorted by it whenever any consumer
         # has a rack, even if rack-aware assignment is off (a stable sort, usually a no-op).
-        self.num_consumers = {tp: sum(len(consumers_by_rack.get(r, ())) for r in racks)
-                              for tp, racks in partition_racks.items()}
+        per_rack_set: dict[frozenset[str], int] = {}  # partitions share a few replica rack sets
+        for racks in partition_racks.values():
+            if racks not in per_rack_set:
+                per_rack_set[racks] = sum(len(consumers_by_rack.get(r, ())) for r in racks)
+        self.num_consumers = {tp: per_rack_set[racks] for tp, racks in partition_racks.items()}
 
     def mismatch(self, consumer: str, tp: TopicPartition) -> bool:
         rack = self.consumer_racks.get(consumer)
@@ -136,22 +186,56 @@ class _RackInfo:
         return -1
 
 
-def _all_subscriptions_equal(subs: dict[str, MemberSpec], all_topics: set[str], member_data):
-    """Returns (equal, consumer -> owned list, partitions with multiple previous owners, maxGeneration)."""
-    equal = True
+def _all_subscriptions_equal(subs: dict[str, MemberSpec], all_topics: set[str], member_data: dict[str, MemberData]):
+    """Returns (equal, consumer -> owned list, partitions with multiple previous owners, maxGeneration,
+    partition -> owner of the owned lists or None).
+
+    Claims are resolved by generation partition by partition in Java; when no partition is
+    claimed twice (a stable group: the usual case) that walk keeps every claim, so the lists are
+    taken whole and only a duplicate sends the call through the exact walk. The partition -> owner
+    map built to find duplicates is returned then (the general builder starts from it)."""
+    equal = _same_subscriptions(subs)
+    max_gen = max([DEFAULT_GENERATION, *(gen for _, gen in member_data.values() if gen is not None)])
+    owned = {c: _in_topics(member_data[c][0], all_topics) for c in subs}
+    owner_of: dict[TopicPartition, str] = {}
+    for c, parts in owned.items():
+        owner_of.update(zip(parts, repeat(c)))
+    if len(owner_of) == sum(map(len, owned.values())):
+        return equal, owned, set(), max_gen, owner_of
+    owned, multi = _resolve_claims(subs, all_topics, member_data)
+    return equal, owned, multi, max_gen, None
+
+
+def _same_subscriptions(subs: dict[str, MemberSpec]) -> bool:
+    """Every member subscribes the same topic set (the first non-empty one seen)."""
     subscribed: set[str] = set()
+    for m in subs.values():
+        if not subscribed:
+            subscribed = set(m.topics)
+        elif not (len(m.topics) == len(subscribed) and subscribed.issuperset(m.topics)):
+            return False
+    return True
+
+
+def _in_topics(partitions: list[TopicPartition], topics: set[str]) -> list[TopicPartition]:
+    """A new list of the partitions whose topic is in `topics`."""
+    if topics.issuperset(map(_TOPIC, partitions)):
+        return list(partitions)
+    return [tp for tp in partitions if tp[0] in topics]
+
+
+_TOPIC = itemgetter(0)
+
+
+def _resolve_claims(subs: dict[str, MemberSpec], all_topics: set[str], member_data: dict[str, MemberData]):
+    """Java's walk: a partition claimed again goes to the higher generation; equal generations
+    (the other one's from its Subscription, as in Java) make it a multi-owner partition."""
     owner_of: dict[TopicPartition, str] = {}
     owned: dict[str, list[TopicPartition]] = {}
     multi: set[TopicPartition] = set()
-    max_gen = DEFAULT_GENERATION
-    for consumer, m in subs.items():
-        if not subscribed:
-            subscribed = set(m.topics)
-        elif equal and not (len(m.topics) == len(subscribed) and subscribed.issuperset(m.topics)):
-            equal = False
-        partitions, gen = member_data(m)
+    for consumer in subs:
+        partitions, gen = member_data[consumer]
         gen = DEFAULT_GENERATION if gen is None else gen
-        max_gen = max(max_gen, gen)
         mine: list[TopicPartition] = []
         owned[consumer] = mine
         for tp in partitions:
@@ -172,7 +256,7 @@ def _all_subscriptions_equal(subs: dict[str, MemberSpec], all_topics: set[str], 
                 mine.append(tp)
                 _remove_first(owned[other], tp)
                 owner_of[tp] = consumer
-    return equal, owned, multi, max_gen
+    return owned, multi
 
 
 def _remove_first(lst: list, item) -> bool:
@@ -208,6 +292,9 @@ class _Constrained:
         self.assignment: dict[str, list[TopicPartition]] = {c: [] for c in owned_order}
         self.assigned: set[TopicPartition] = set()
         self.transferring: dict[TopicPartition, str] = {}
+        # Owned partitions sort by (partition, topic); plain tuples compare like Java for ASCII names.
+        self.partition_first_key = (itemgetter(1, 0) if "".join(counts).isascii()
+                                    else lambda tp: (tp[1], java_str_key(tp[0])))
 
     def build(self):
         self._assign_owned()
@@ -224,13 +311,16 @@ class _Constrained:
     def _assign_owned(self):
         min_q, max_q = self.min_q, self.max_q
         for c in self.owned_order:
-            mine = []
-            for tp in self.owned[c]:
-                if self.rack.mismatch(c, tp):
-                    self.revoked[tp] = c
-                else:
-                    mine.append(tp)
-            mine.sort(key=lambda tp: (tp[1], java_str_key(tp[0])))
+            if self.rack.consumer_racks:
+                mine = []
+                for tp in self.owned[c]:
+                    if self.rack.mismatch(c, tp):
+                        self.revoked[tp] = c
+                    else:
+                        mine.append(tp)
+            else:
+                mine = list(self.owned[c])
+            mine.sort(key=self.partition_first_key)
             for tp in self.multi:
                 _remove_first(mine, tp)
             target = self.assignment[c]
@@ -334,15 +424,23 @@ class _Constrained:
                                         "and no more partitions to be assigned")
 
 
+_MEMBER_OF_KEY = itemgetter(2)
+
+
 class _SortedMembers:
     """`TreeSet<String>` ordered by (current assignment size, member id)."""
 
     def __init__(self, sizes: dict[str, list]):
         self.sizes = sizes
         self.keys: list[tuple] = []
+        self._id_keys = {c: java_str_key(c) for c in sizes}  # String.compareTo keys, once per member
 
     def _key(self, c):
-        return (len(self.sizes[c]), java_str_key(c), c)
+        return (len(self.sizes[c]), self._id_keys[c], c)
+
+    def fill(self, members) -> None:
+        """`add` of each of `members` (distinct) to an empty set."""
+        self.keys = sorted(map(self._key, members))
 
     def add(self, c):
         k = self._key(c)
@@ -360,7 +458,8 @@ class _SortedMembers:
             del self.keys[i]
 
     def __iter__(self):
-        return (k[2] for k in list(self.keys))
+        """Members in order. Iterates the live list: callers stop iterating once they modify it."""
+        return map(_MEMBER_OF_KEY, self.keys)
 
     def first(self):
         return self.keys[0][2]
@@ -371,7 +470,8 @@ class _SortedMembers:
 
 class _General:
     def __init__(self, counts, rack: _RackInfo, current: dict[str, list[TopicPartition]],
-                 current_order: list[str], subs: dict[str, MemberSpec], member_data, max_gen: int):
+                 current_order: list[str], subs: dict[str, MemberSpec], member_data: dict[str, MemberData],
+                 max_gen: int, tp_hash, owners: dict[TopicPartition, str] | None = None):
         self.counts = counts
         self.rack = rack
         self.subs = subs
@@ -382,39 +482,39 @@ class _General:
         self.topic_consumers: dict[str, list[str]] = {t: [] for t in counts}
         self.consumer_topics: dict[str, list[str]] = {}
         for c, m in subs.items():
-            lst: list[str] = []
+            lst = [t for t in m.topics if t in counts]
             self.consumer_topics[c] = lst
-            for t in m.topics:
-                if t in counts:
-                    lst.append(t)
-                    self.topic_consumers[t].append(c)
+            for t in lst:
+                self.topic_consumers[t].append(c)
             self.current.setdefault(c, [])
         self.consumer_topic_sets = {c: set(ts) for c, ts in self.consumer_topics.items()}
-        self.pc: dict[TopicPartition, str] = {}
-        for c, owned in self.current.items():
-            for tp in owned:
-                self.pc[tp] = c
+        # getMaxAssignmentSize: partitions of all subscribed existing topics.
+        self.max_size = {c: sum(map(counts.__getitem__, ts)) for c, ts in self.consumer_topics.items()}
+        # partition -> consumer of `current` (its iteration order is never used)
+        self.pc: dict[TopicPartition, str] = owners if owners is not None else {}
+        if owners is None:
+            for c, owned in self.current.items():
+                self.pc.update(zip(owned, repeat(c)))
         topics = sorted(self.topic_consumers, key=lambda t: (len(self.topic_consumers[t]), java_str_key(t)))
-        self.sorted_all = [(t, p) for t in topics for p in range(counts[t])]
+        self.sorted_all = list(chain.from_iterable(zip(repeat(t), range(counts[t])) for t in topics))
         self.sorted = _SortedMembers(self.current)
         self.revocation_required = False
         self.moves_by_partition: dict[TopicPartition, tuple[str, str]] = {}
         self.moves_by_topic: dict[str, dict[tuple[str, str], JavaHashSet]] = {}
+        self.tp_hash = tp_hash
         self._balanced_cache = None
 
     def build(self):
         prev: dict[TopicPartition, tuple[str, int]] = {}
-        for c, m in self.subs.items():  # prepopulateCurrentAssignments
-            parts, gen = self.member_data(m)
+        for c in self.subs:  # prepopulateCurrentAssignments
+            parts, gen = self.member_data[c]
             if gen is not None and gen < self.max_gen:
                 self._update_prev(prev, parts, c, gen)
             elif gen is None and self.max_gen > DEFAULT_GENERATION:
                 self._update_prev(prev, parts, c, DEFAULT_GENERATION)
         assigned = self._assign_owned()
-        assigned_set = set(assigned)
-        unassigned = [tp for tp in self.sorted_all if tp not in assigned_set]
-        for c in self.current:
-            self.sorted.add(c)
+        unassigned = list(filterfalse(set(assigned).__contains__, self.sorted_all))
+        self.sorted.fill(self.current)
         self._balance(prev, unassigned)
         return self.current
 
@@ -427,7 +527,11 @@ class _General:
 
     def _assign_owned(self):
         assigned = []
+        rack_aware = bool(self.rack.consumer_racks)
         for c, lst in self.current.items():
+            if not rack_aware and self.consumer_topic_sets[c].issuperset(map(_TOPIC, lst)):
+                assigned += lst  # every partition is of a subscribed existing topic: all kept
+                continue
             m = self.subs[c]
             keep = []
             for tp in lst:
@@ -441,11 +545,6 @@ class _General:
             lst[:] = keep
         return assigned
 
-    def _max_size(self, c):
-        topics = self.consumer_topics[c]
-        if len(topics) == len(self.counts):
-            return self.total
-        return sum(self.counts[t] for t in topics)
 
     def _maybe_assign(self, parts, rack, remove):
         left = []
@@ -453,22 +552,27 @@ class _General:
             if not self.topic_consumers[tp[0]]:
                 left.append(tp)
                 continue
-            done = False
-            for c in self.sorted:
-                if tp[0] in self.consumer_topic_sets[c] and (rack is None or not rack.mismatch(c, tp)):
-                    self.sorted.remove(c)
-                    self.current[c].append(tp)
-                    self.pc[tp] = c
-                    self.sorted.add(c)
-                    done = True
-                    break
-            if not (done and remove):
+            c = self._least_loaded_taker(tp, rack)
+            if c is not None:
+                self.sorted.remove(c)
+                self.current[c].append(tp)
+                self.pc[tp] = c
+                self.sorted.add(c)
+            if not (c is not None and remove):
                 left.append(tp)
         return left
 
+    def _least_loaded_taker(self, tp: TopicPartition, rack: _RackInfo | None) -> str | None:
+        t = tp[0]
+        sets = self.consumer_topic_sets
+        for c in self.sorted:
+            if t in sets[c] and (rack is None or not rack.mismatch(c, tp)):
+                return c
+        return None
+
     def _can_consumer(self, c):
         lst = self.current[c]
-        if len(lst) < self._max_size(c):
+        if len(lst) < self.max_size[c]:
             return True
         return any(len(self.topic_consumers[tp[0]]) >= 2 for tp in lst)
 
@@ -479,8 +583,9 @@ class _General:
             to_assign = self._maybe_assign(list(unassigned), self.rack, True)
         self._maybe_assign(to_assign, None, False)
         fixed_topics = {t for t, cs in self.topic_consumers.items() if len(cs) < 2}
-        self.sorted_all = [tp for tp in self.sorted_all if tp[0] not in fixed_topics]
-        unassigned = [tp for tp in unassigned if tp[0] not in fixed_topics]
+        if fixed_topics:
+            self.sorted_all = [tp for tp in self.sorted_all if tp[0] not in fixed_topics]
+            unassigned = [tp for tp in unassigned if tp[0] not in fixed_topics]
         fixed: dict[str, list[TopicPartition]] = {}
         for c in list(self.consumer_topics):
             if not self._can_consumer(c):
@@ -504,27 +609,54 @@ class _General:
         self._balanced_cache = res
         return res
 
-    def _compute_balanced(self):
-        if not self.sorted.keys:
+    def _compute_balanced(self) -> bool:
+        """`isBalanced`. Java walks every partition of every subscribed topic per consumer; whether
+        some owner of a topic holds more than `count + 1` only needs the topic's largest owner,
+        computed once per topic and call (a C-level max) instead of once per consumer and partition.
+        (The consumer's own partitions can be included: its size is `count`, never a violation.)"""
+        keys = self.sorted.keys
+        if not keys:
             raise AssignorError("NoSuchElementException in AbstractStickyAssignor.isBalanced")
-        lo = len(self.current[self.sorted.first()])
-        hi = len(self.current[self.sorted.last()])
-        if lo >= hi - 1:
+        cur = self.current
+        if len(cur[keys[0][2]]) >= len(cur[keys[-1][2]]) - 1:
             return True
-        for c in self.sorted:
-            count = len(self.current[c])
-            if count == self._max_size(c):
+        sizes = {c: len(lst) for c, lst in cur.items()}
+        largest: dict[str, int | None] = {}
+        for key in keys:
+            c = key[2]
+            count = sizes[c]
+            if count == self.max_size[c]:
                 continue
             for t in self.consumer_topics[c]:
-                for p in range(self.counts[t]):
-                    other = self.pc.get((t, p))
-                    if other == c:
-                        continue
-                    other_list = self.current.get(other)
-                    if other_list is None:
-                        raise AssignorError("NullPointerException in AbstractStickyAssignor.isBalanced")
-                    if count + 1 < len(other_list):
+                if t not in largest:
+                    largest[t] = self._largest_owner(t, sizes)
+                m = largest[t]
+                if m is None:
+                    if not self._topic_balanced_exact(c, count, t):
                         return False
+                elif count + 1 < m:
+                    return False
+        return True
+
+    def _largest_owner(self, t: str, sizes: Mapping[Any, int]) -> int | None:
+        """Largest assignment among the owners of `t`'s partitions; None if one has no owner in the balance."""
+        owners = map(self.pc.get, zip(repeat(t), range(self.counts[t])))
+        try:
+            return max(map(sizes.__getitem__, owners))
+        except KeyError:
+            return None
+
+    def _topic_balanced_exact(self, c: str, count: int, t: str) -> bool:
+        """Java's per-partition walk, for a topic with an unowned partition: the NPE where Java meets it."""
+        for p in range(self.counts[t]):
+            other = self.pc.get((t, p))
+            if other == c:
+                continue
+            other_list = self.current.get(other)  # type: ignore[arg-type]
+            if other_list is None:
+                raise AssignorError("NullPointerException in AbstractStickyAssignor.isBalanced")
+            if count + 1 < len(other_list):
+                return False
         return True
 
     def _perform(self, parts, prev) -> bool:
@@ -561,14 +693,23 @@ class _General:
                             self._reassign(tp)
                             performed = modified = found = True
                             break
-                if not found:
-                    for other in self.topic_consumers[tp[0]]:
-                        if size > len(self.current[other]) + 1:
-                            self._reassign(tp)
-                            performed = modified = True
-                            break
+                if not found and self._has_lighter_subscriber(tp[0], size):
+                    self._reassign(tp)
+                    performed = modified = True
             if not modified:
                 return performed
+
+    def _has_lighter_subscriber(self, t: str, size: int) -> bool:
+        """Some consumer of `t` holds fewer than `size - 1` partitions.
+
+        Java walks the subscribers for the first one; only the least loaded one matters, found by a
+        C-level min. A subscriber outside the balance (not in `current`) fails Java's walk where it
+        is met, so then the walk itself runs."""
+        cur = self.current
+        try:
+            return size > min(map(len, map(cur.__getitem__, self.topic_consumers[t]))) + 1
+        except KeyError:
+            return any(size > len(cur[other]) + 1 for other in self.topic_consumers[t])
 
     def _reassign(self, tp):
         t = tp[0]
@@ -629,7 +770,7 @@ class _General:
         by_topic = self.moves_by_topic.setdefault(tp[0], {})
         s = by_topic.get(pair)
         if s is None:
-            s = by_topic[pair] = JavaHashSet(lambda x: topic_partition_hash(x[0], x[1]))
+            s = by_topic[pair] = JavaHashSet(self.tp_hash)
         s.add(tp)
 
 
@@ -641,16 +782,16 @@ def _score(assignment: dict[str, list]) -> int:
 
 def _assign(problem: Problem, cooperative: bool) -> dict[str, list[TopicPartition]]:
     order = member_iteration_order(problem)
-    subs = {mid: problem.member(mid) for mid in order}
-    counts: dict[str, int] = {}
-    for m in subs.values():
-        for t in m.topics:
-            n = problem.topics.get(t)
-            if n:
-                counts[t] = n
-    member_data = _member_data_cooperative if cooperative else _member_data_sticky
+    by_id = problem.member_map
+    subs = {mid: by_id[mid] for mid in order}
+    # Subscribed topics that exist with partitions, in first-subscribed order.
+    existing = problem.topics
+    subscribed = dict.fromkeys(chain.from_iterable(m.topics for m in subs.values()))
+    counts = {t: existing[t] for t in subscribed if existing.get(t)}
+    read = _member_data_cooperative if cooperative else _member_data_sticky
+    member_data = {mid: read(m) for mid, m in subs.items()}  # decoded once, used by both passes
     rack = _RackInfo(problem, counts, order)
-    equal, owned, multi, max_gen = _all_subscriptions_equal(subs, set(counts), member_data)
+    equal, owned, multi, max_gen, owners = _all_subscriptions_equal(subs, set(counts), member_data)
     # consumerToOwnedPartitions is a HashMap<String, ...> filled in subscription order.
     owned_order = string_hashmap_order(order)
     if equal:
@@ -658,7 +799,15 @@ def _assign(problem: Problem, cooperative: bool) -> dict[str, list[TopicPartitio
         result = builder.build()
         transferring = builder.transferring
     else:
-        result = _General(counts, rack, owned, owned_order, subs, member_data, max_gen).build()
+        topic_hash = dict(zip(counts, string_hashes(list(counts))))  # String.hashCode once per topic, not per move
+
+        def tp_hash(tp: TopicPartition) -> int:  # TopicPartition.hashCode
+            return to_int32(31 * (31 + tp[1]) + topic_hash[tp[0]])
+        result = None
+        if not rack.consumer_racks and native.sticky_general_assign is not None:
+            result = _general_native(counts, owned, owned_order, subs, member_data, max_gen, topic_hash)
+        if result is None:
+            result = _General(counts, rack, owned, owned_order, subs, member_data, max_gen, tp_hash, owners).build()
         transferring = None
     if cooperative:
         if transferring is None:
@@ -668,19 +817,30 @@ def _assign(problem: Problem, cooperative: bool) -> dict[str, list[TopicPartitio
     return result
 
 
+def _general_native(counts: dict[str, int], owned: dict[str, list[TopicPartition]], owned_order: list[str],
+                    subs: dict[str, MemberSpec], member_data: dict[str, MemberData], max_gen: int,
+                    topic_hash: dict[str, int]) -> dict[str, list[TopicPartition]] | None:
+    """`_General(...).build()` by the compiled core (native/src/sticky.rs) for a group without
+    rack-aware assignment: the builder's work is per partition and move, a few times Java's in
+    Python. None where the core declines (Java would throw, or unusual input): Python then runs."""
+    core = native.sticky_general_assign
+    assert core is not None
+    index = {c: i for i, c in enumerate(owned_order)}
+    return core(owned_order, [owned[c] for c in owned_order], [index[c] for c in subs],
+                [subs[c].topics for c in owned_order], [member_data[c] for c in owned_order], max_gen,
+                list(counts.items()), [topic_hash[t] for t in counts])
+
+
 def _compute_transferring(subs, result):
+    """Partitions newly assigned to one member that another one owned: those move in the next round."""
     added: dict[TopicPartition, str] = {}
     revoked: set[TopicPartition] = set()
     for c, assigned in result.items():
         owned = subs[c].owned
-        owned_set = set(owned)
-        for tp in assigned:
-            if tp not in owned_set:
-                added[tp] = c
-        assigned_set = set(assigned)
-        for tp in owned:
-            if tp not in assigned_set:
-                revoked.add(tp)
+        if assigned == owned:
+            continue  # kept exactly what it owned: nothing added, nothing revoked
+        added.update(zip(filterfalse(set(owned).__contains__, assigned), repeat(c)))
+        revoked.update(filterfalse(set(assigned).__contains__, owned))
     return {tp: c for tp, c in added.items() if tp in revoked}
 
 

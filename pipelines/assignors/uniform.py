@@ -20,12 +20,15 @@ members) and, for heterogeneous groups, the KAFKA-17710 rewrite (per-topic balan
 """
 from __future__ import annotations
 
+from functools import cached_property
+from itertools import chain, filterfalse, repeat
 from typing import Any
 
+from . import native
 from .common import member_iteration_order
 from .javahash import (JavaHashSet, hash_order, hashset_copy_capacity, string_hash, topic_id_partition_hash,
                        uuid_hash)
-from .model import AssignorError, Problem, TopicPartition
+from .model import AssignorError, MemberSpec, Problem, TopicPartition
 
 
 class _ServerView:
@@ -34,36 +37,47 @@ class _ServerView:
     def __init__(self, problem: Problem):
         self.problem = problem
         self.order = member_iteration_order(problem)
+        self.members = list(map(problem.member_map.__getitem__, self.order))
         self.uuid_h: dict[str, int] = {}
         for t in problem.topics:
             topic_id = problem.topic_ids.get(t)
             # Without a topic id (problem not from a KIP-848 group) the name's hash stands in; documented.
             self.uuid_h[t] = uuid_hash(*topic_id) if topic_id else string_hash(t)
-        self.subs: dict[str, list[str]] = {}
-        for mid in self.order:
-            m = problem.member(mid)
-            if m.topic_ids_iteration is not None:
-                ids = [t for t in m.topic_ids_iteration if t in problem.topics]
-            else:
-                # TopicIds view over the member's HashSet<String> of names, non-existent topics skipped.
-                names = list(dict.fromkeys(m.topics))
-                names = hash_order(names, [string_hash(n) for n in names], hashset_copy_capacity(len(names)))
-                ids = [t for t in names if t in problem.topics]
-            self.subs[mid] = ids
-        self.targets: dict[str, list[tuple[str, list[int]]]] = {
-            mid: [(t, list(ps)) for t, ps in (problem.member(mid).target or [])] for mid in self.order
-        }
-        self.assigned_in_target: set[TopicPartition] = set()
+        # Read-only: the builders never modify a previous target, so no copy.
+        self.targets: dict[str, list[tuple[str, list[int]]]] = {m.member_id: m.target or [] for m in self.members}
+
+    def topic_ids(self, m: MemberSpec) -> list[str]:
+        """`MemberSubscription.subscribedTopicIds()` iteration (as names), non-existent topics skipped."""
+        topics = self.problem.topics
+        if m.topic_ids_iteration is not None:
+            return [t for t in m.topic_ids_iteration if t in topics]
+        # TopicIds view over the member's HashSet<String> of names.
+        names = list(dict.fromkeys(m.topics))
+        names = hash_order(names, [string_hash(n) for n in names], hashset_copy_capacity(len(names)))
+        return [t for t in names if t in topics]
+
+    # The two below are computed on first use: the homogeneous builder needs only the first
+    # member's subscription and the heterogeneous one never asks `isPartitionAssigned`.
+
+    @cached_property
+    def subs(self) -> dict[str, list[str]]:
+        """member id -> `topic_ids(member)`."""
+        return {m.member_id: self.topic_ids(m) for m in self.members}
+
+    @cached_property
+    def assigned_in_target(self) -> set[TopicPartition]:
+        """`GroupSpec.isPartitionAssigned`: partitions in some member's previous target."""
+        out: set[TopicPartition] = set()
         for runs in self.targets.values():
             for t, ps in runs:
-                for p in ps:
-                    self.assigned_in_target.add((t, p))
+                out.update(zip(repeat(t), ps))
+        return out
 
     def subscription_type(self) -> str:
         if self.problem.subscription_type:
             return self.problem.subscription_type
         # ModernGroup.subscriptionType: on subscribed topic NAMES, existing or not.
-        sets = [frozenset(self.problem.member(mid).topics) for mid in self.order]
+        sets = [frozenset(m.topics) for m in self.members]
         return "HOMOGENEOUS" if all(s == sets[0] for s in sets) else "HETEROGENEOUS"
 
     def topic_id_set_order(self, topics: list[str]) -> list[str]:
@@ -77,18 +91,17 @@ class _ServerView:
 
 def _homogeneous(view: _ServerView, stability_fix: bool) -> dict[str, list[TopicPartition]]:
     order = view.order
-    subscribed = view.topic_id_set_order(view.subs[order[0]])
+    subscribed = view.topic_id_set_order(view.topic_ids(view.members[0]))
     if not subscribed:
         return {}
     subscribed_set = set(subscribed)
     counts = view.problem.topics
     unassigned: list[TopicPartition] = []
     total = 0
+    is_assigned = view.assigned_in_target.__contains__
     for t in subscribed:
         n = counts[t]
-        for p in range(n):
-            if (t, p) not in view.assigned_in_target:
-                unassigned.append((t, p))
+        unassigned += filterfalse(is_assigned, zip(repeat(t), range(n)))
         total += n
     m_count = len(order)
     min_quota, extra = divmod(total, m_count)
@@ -108,14 +121,11 @@ def _homogeneous(view: _ServerView, stability_fix: bool) -> dict[str, list[Topic
                 continue
             if len(parts) <= quota:
                 quota -= len(parts)
-                kept.extend((t, p) for p in parts)
-            else:
-                for p in parts:
-                    if quota > 0:
-                        quota -= 1
-                        kept.append((t, p))
-                    else:
-                        unassigned.append((t, p))
+                kept += zip(repeat(t), parts)
+            else:  # the first `quota` partitions (in the target's order) stay, the rest are freed
+                kept += zip(repeat(t), parts[:quota])
+                unassigned += zip(repeat(t), parts[quota:])
+                quota = 0
         out[mid] = kept
         if stability_fix:
             if quota > 0 and has_extra:
@@ -163,24 +173,47 @@ class _Hetero39:
 
         def topic_hash(t: Any) -> int:  # JavaHashSet passes its items: topic names here
             return uh[t]
-        subscribed_ids: JavaHashSet = JavaHashSet(topic_hash)
         self.in_target: set[str] = set()
         for mid in view.order:
-            for t in view.subs[mid]:
-                subscribed_ids.add(t)
-                self.members_per_topic.setdefault(t, []).append(mid)
+            subs = view.subs[mid]
+            if subs:
                 self.in_target.add(mid)
+            for t in subs:
+                self.members_per_topic.setdefault(t, []).append(mid)
+        # The HashSet<Uuid> of subscribed topic ids only ever grows, so adding each topic once in
+        # first-seen order (members_per_topic's key order) gives the same table.
+        subscribed_ids: JavaHashSet = JavaHashSet(topic_hash)
+        subscribed_ids.add_all(list(self.members_per_topic), [uh[t] for t in self.members_per_topic])
         self.subscribed = subscribed_ids.ordered()
         self.sub_sets = {mid: set(view.subs[mid]) for mid in view.order}
-        self.unassigned = JavaHashSet(self.tip_hash, self._all_partitions())
+        self.unassigned = JavaHashSet(self.tip_hash)
+        self._all_hashed: tuple[list[TopicPartition], list[int]] | None = None
+        self._add_all_partitions()
+        # Every later iteration of `unassigned` (before the sticky pass, and on each balancing pass)
+        # is of a subset of this table, refilled in the same order with the same capacity: its
+        # order is this one filtered, and a stable sort of a subsequence is the sorted list
+        # filtered. So it is sorted once here and filtered afterwards.
+        self.all_sorted = self._sort_partitions(self.unassigned.ordered())
         self.size = {mid: 0 for mid in view.order}
-        self.max_size = {mid: sum(self.counts[t] for t in view.subs[mid]) for mid in view.order}
+        self.max_size = {mid: sum(map(self.counts.__getitem__, view.subs[mid])) for mid in view.order}
         self.target: dict[str, dict[str, dict[int, None]]] = {mid: {} for mid in view.order}
         self.owner: dict[TopicPartition, str] = {}
         # TreeSet<String> ordered by (current size, member id), holding members below their max size.
         self.sorted_members: set[str] = {mid for mid in view.order if self.max_size[mid] > 0}
         self.moves_by_partition: dict[TopicPartition, tuple[str, str]] = {}
         self.moves_by_topic: dict[str, dict[tuple[str, str], JavaHashSet]] = {}
+
+    def _add_all_partitions(self) -> None:
+        """Every subscribed partition into `unassigned`, in `_all_partitions` order, hashed in bulk
+        (`TopicIdPartition.hashCode` = 31 * (31 + topicId.hashCode) + p, consecutive per topic);
+        computed once, used for the initial fill and the refill before balancing."""
+        if self._all_hashed is None:
+            uh, counts, topics = self.view.uuid_h, self.counts, self.subscribed
+            items = list(chain.from_iterable(zip(repeat(t), range(counts[t])) for t in topics))
+            bases = [31 * (31 + uh[t]) for t in topics]
+            hashes = list(chain.from_iterable(range(b, b + counts[t]) for b, t in zip(bases, topics)))
+            self._all_hashed = (items, hashes)
+        self.unassigned.add_all(*self._all_hashed)
 
     def _all_partitions(self):
         for t in self.subscribed:
@@ -215,9 +248,16 @@ class _Hetero39:
             self.sorted_members.add(mid)
 
     def _sort_partitions(self, parts: list[TopicPartition]) -> list[TopicPartition]:
+        """Stable sort by (-(partitions / members) of the topic, members of the topic, partition);
+        the topic part of the key is computed once per topic, not per partition."""
         mpt = self.members_per_topic
         counts = self.counts
-        return sorted(parts, key=lambda tp: (-(counts[tp[0]] / len(mpt[tp[0]])), len(mpt[tp[0]]), tp[1]))
+        topic_key = {t: (-(counts[t] / len(mpt[t])), len(mpt[t])) for t in mpt}
+        return sorted(parts, key=lambda tp: (topic_key[tp[0]], tp[1]))
+
+    def _unassigned_sorted(self) -> list[TopicPartition]:
+        """`_sort_partitions(unassigned in HashSet order)`, see `all_sorted`."""
+        return self.unassigned.present(self.all_sorted)
 
     def build(self) -> dict[str, list[TopicPartition]]:
         if not self.subscribed:
@@ -228,7 +268,7 @@ class _Hetero39:
                 if t in self.sub_sets[mid]:
                     for p in parts:
                         self._add((t, p), mid)
-        for tp in self._sort_partitions(self.unassigned.ordered()):  # unassignedPartitionsAssignment
+        for tp in self._unassigned_sorted():  # unassignedPartitionsAssignment
             cands = [m for m in self.members_per_topic[tp[0]] if self.size[m] < self.max_size[m]]
             m = self._first_sorted(cands)
             if m is not None:
@@ -249,8 +289,7 @@ class _Hetero39:
     def _balance(self) -> None:
         if self.unassigned:
             raise AssignorError("PartitionAssignorException: Some partitions were left unassigned")
-        for tp in self._all_partitions():
-            self.unassigned.add(tp)
+        self._add_all_partitions()
         for t in self.subscribed:
             if not self._can_topic(t):
                 for p in range(self.counts[t]):
@@ -262,30 +301,40 @@ class _Hetero39:
             self._perform_reassignments()
 
     def _is_balanced(self) -> bool:
+        """`isBalanced`: no member below its maximum could take a partition from a member holding
+        more than one partition more than it.
+
+        Java walks the members in TreeSet order and every partition they do not own; the answer
+        is a boolean with no side effect, so any member order gives it, and per topic only the
+        largest owner matters (the member's own partitions and unowned ones never violate): one
+        C-level max per topic and call instead of a Python loop per member and partition."""
         if not self.sorted_members:
             raise AssignorError("NoSuchElementException in UniformHeterogeneousAssignmentBuilder.isBalanced")
-        keys = sorted(self.sorted_members, key=lambda m: (self.size[m], m))
-        if self.size[keys[0]] >= self.size[keys[-1]] - 1:
+        sizes: dict[str | None, int] = {}
+        sizes.update(self.size)
+        member_sizes = [sizes[m] for m in self.sorted_members]
+        if min(member_sizes) >= max(member_sizes) - 1:
             return True
-        for mid in keys:
-            count = self.size[mid]
+        sizes[None] = 0  # an unowned partition
+        largest: dict[str, int] = {}
+        for mid in self.sorted_members:
+            count = sizes[mid]
             if count == self.max_size[mid]:
                 continue
-            mine = self.target[mid]
             for t in self.view.subs[mid]:
-                have = mine.get(t, {})
-                for p in range(self.counts[t]):
-                    if p not in have:
-                        other = self.owner.get((t, p))
-                        if count + 1 < (self.size[other] if other is not None else 0):
-                            return False
+                m = largest.get(t)
+                if m is None:
+                    owners = map(self.owner.get, zip(repeat(t), range(self.counts[t])))
+                    m = largest[t] = max(map(sizes.__getitem__, owners), default=0)
+                if count + 1 < m:
+                    return False
         return True
 
     def _perform_reassignments(self) -> None:
         while True:
             modified = False
             occurred = False
-            for tp in self._sort_partitions(self.unassigned.ordered()):
+            for tp in self._unassigned_sorted():
                 if occurred and self._is_balanced():
                     return
                 occurred = False
@@ -294,11 +343,11 @@ class _Hetero39:
                 owner = self.owner.get(tp)
                 if owner is None:
                     raise AssignorError(f"PartitionAssignorException: Expected {tp} to be assigned to a member")
-                for other in self.members_per_topic[tp[0]]:
-                    if self.size[owner] > self.size[other] + 1:
-                        self._reassign(tp)
-                        modified = occurred = True
-                        break
+                # Java loops over the topic's members for one with size[owner] > its size + 1:
+                # the least loaded one decides (a C-level min instead of a Python loop).
+                if self.size[owner] > min(map(self.size.__getitem__, self.members_per_topic[tp[0]])) + 1:
+                    self._reassign(tp)
+                    modified = occurred = True
             if not modified:
                 return
 
@@ -432,9 +481,28 @@ def assign_uniform_39(problem: Problem) -> dict[str, list[TopicPartition]]:
     view = _ServerView(problem)
     if not view.order:
         return {}
-    if view.subscription_type() == "HOMOGENEOUS":
+    homogeneous = view.subscription_type() == "HOMOGENEOUS"
+    if native.uniform_assign is not None:
+        # Java takes ~65 µs per medium group; the Python builders below, whose work is per
+        # partition and member, take two to three times that, so the compiled core runs them
+        # (native/src/uniform.rs). It answers None where 3.9 throws: Python then raises.
+        out = _uniform_39_native(view, homogeneous)
+        if out is not None:
+            return out
+    if homogeneous:
         return _homogeneous(view, stability_fix=False)
     return _Hetero39(view).build()
+
+
+def _uniform_39_native(view: _ServerView, homogeneous: bool) -> dict[str, list[TopicPartition]] | None:
+    members = view.members
+    # Each member's subscribed topic ids as recorded (the core skips non-existent topics);
+    # the homogeneous builder reads only the first member's.
+    subscriptions = [m.topic_ids_iteration if m.topic_ids_iteration is not None else view.topic_ids(m)
+                     for m in (members[:1] if homogeneous else members)]
+    assert native.uniform_assign is not None
+    return native.uniform_assign([m.member_id for m in members], subscriptions, [m.target or [] for m in members],
+                                 view.problem.topics, view.uuid_h, homogeneous)
 
 
 def assign_uniform_41(problem: Problem) -> dict[str, list[TopicPartition]]:
