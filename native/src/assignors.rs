@@ -10,10 +10,7 @@ use std::cmp::Ordering;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
-/// `java.lang.String.hashCode()`: s[0]*31^(n-1) + ... + s[n-1] over UTF-16 code units, int32.
-fn java_hash(s: &str) -> i32 {
-    s.encode_utf16().fold(0i32, |h, u| h.wrapping_mul(31).wrapping_add(i32::from(u)))
-}
+use crate::javahash::{hash_order, java_hash};
 
 /// `String.compareTo`: lexicographic over UTF-16 code units (differs from `str` order only
 /// for characters outside the Basic Multilingual Plane).
@@ -204,14 +201,10 @@ pub fn java_string_hashmap_order<'py>(
     if !capacity.is_power_of_two() {
         return Err(pyo3::exceptions::PyValueError::new_err("capacity must be a power of two"));
     }
-    let mask = (capacity - 1) as u32;
-    let mut buckets = Vec::with_capacity(keys.len());
+    let mut hashes = Vec::with_capacity(keys.len());
     for k in &keys {
         let Ok(s) = k.to_str() else { return Ok(None) };
-        let h = java_hash(s) as u32;
-        buckets.push((h ^ (h >> 16)) & mask);
+        hashes.push(java_hash(s) as u32);
     }
-    let mut idx: Vec<usize> = (0..keys.len()).collect();
-    idx.sort_by_key(|&i| buckets[i]); // stable
-    Ok(Some(PyList::new(py, idx.into_iter().map(|i| &keys[i]))?))
+    Ok(Some(PyList::new(py, hash_order(&hashes, capacity).into_iter().map(|i| &keys[i]))?))
 }

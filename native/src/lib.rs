@@ -16,6 +16,7 @@
 use pyo3::prelude::*;
 
 mod assignors;
+mod javahash;
 mod sticky;
 mod uniform;
 

@@ -10,47 +10,10 @@ use std::collections::{BTreeSet, HashMap};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 
+use crate::javahash::JavaSet;
+
 const NONE: usize = usize::MAX;
 const DEFAULT_GENERATION: i64 = -1;
-
-fn capacity_after_inserts(mut cap: usize, n: usize) -> usize {
-    while n > cap * 3 / 4 {
-        cap <<= 1;
-    }
-    cap
-}
-
-/// A Java `HashSet<TopicPartition>` of partition slots that knows its iteration order.
-struct JavaSet {
-    items: Vec<(usize, u32)>, // (slot, spread hash), insertion order
-    cap: usize,
-}
-
-impl JavaSet {
-    fn add(&mut self, slot: usize, hash: u32) {
-        if !self.items.iter().any(|&(s, _)| s == slot) {
-            self.items.push((slot, hash ^ (hash >> 16)));
-            self.cap = capacity_after_inserts(self.cap, self.items.len());
-        }
-    }
-
-    fn discard(&mut self, slot: usize) {
-        if let Some(i) = self.items.iter().position(|&(s, _)| s == slot) {
-            self.items.remove(i);
-        }
-    }
-
-    fn first(&self) -> Option<usize> {
-        let mask = (self.cap - 1) as u32;
-        let mut best: Option<(u32, usize)> = None;
-        for &(s, h) in &self.items {
-            if best.map_or(true, |(b, _)| h & mask < b) {
-                best = Some((h & mask, s));
-            }
-        }
-        best.map(|(_, s)| s)
-    }
-}
 
 struct General {
     /// Topic of each partition slot and its partition number.
@@ -277,7 +240,7 @@ impl General {
         let by_topic = &mut self.moves_by_topic[self.slot_topic[s]];
         if let Some(i) = by_topic.iter().position(|(p, _)| *p == pair) {
             by_topic[i].1.discard(s);
-            if by_topic[i].1.items.is_empty() {
+            if by_topic[i].1.is_empty() {
                 by_topic.remove(i);
             }
         }
@@ -290,7 +253,7 @@ impl General {
         match by_topic.iter_mut().find(|(p, _)| *p == pair) {
             Some((_, set)) => set.add(s, hash),
             None => {
-                let mut set = JavaSet { items: Vec::new(), cap: 16 };
+                let mut set = JavaSet::new();
                 set.add(s, hash);
                 by_topic.push((pair, set));
             }

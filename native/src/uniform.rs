@@ -9,78 +9,13 @@ use std::cmp::Ordering;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 
+use crate::javahash::{capacity_after_inserts, hash_order, hashset_copy_capacity, JavaSet};
+
 const NONE: usize = usize::MAX;
-
-/// Java's `HashMap` bucket spreading of a hash code.
-fn spread(h: u32) -> u32 {
-    h ^ (h >> 16)
-}
-
-/// Capacity once `n` entries were added to a default table (16, doubling past 3/4 full).
-fn capacity_after_inserts(mut cap: usize, n: usize) -> usize {
-    while n > cap * 3 / 4 {
-        cap <<= 1;
-    }
-    cap
-}
-
-/// Capacity of `new HashSet<>(collection)` of `n` elements (javahash.hashset_copy_capacity).
-fn hashset_copy_capacity(n: usize) -> usize {
-    let want = ((n as f64 / 0.75) as usize + 1).max(16);
-    want.next_power_of_two()
-}
-
-/// Iteration order of a Java hash table holding `hashes` (insertion order), capacity `cap`.
-fn hash_order(hashes: &[u32], cap: usize) -> Vec<usize> {
-    let mask = (cap - 1) as u32;
-    let mut idx: Vec<usize> = (0..hashes.len()).collect();
-    idx.sort_by_key(|&i| spread(hashes[i]) & mask); // stable: insertion order within a bucket
-    idx
-}
 
 /// `TopicIdPartition.hashCode()` = 31 * (31 + topicId.hashCode()) + partition, as int32.
 fn tip_hash(topic_hash: i32, p: usize) -> u32 {
     31u32.wrapping_mul(31u32.wrapping_add(topic_hash as u32)).wrapping_add(p as u32)
-}
-
-/// A Java `HashSet` of partition slots that knows its iteration order (javahash.JavaHashSet).
-#[derive(Clone)]
-struct JavaSet {
-    items: Vec<(usize, u32)>, // (slot, spread hash) in insertion order
-    cap: usize,
-}
-
-impl JavaSet {
-    fn new() -> Self {
-        JavaSet { items: Vec::new(), cap: 16 }
-    }
-
-    fn add(&mut self, slot: usize, hash: u32) {
-        if self.items.iter().any(|&(s, _)| s == slot) {
-            return;
-        }
-        self.items.push((slot, spread(hash)));
-        self.cap = capacity_after_inserts(self.cap, self.items.len());
-    }
-
-    fn discard(&mut self, slot: usize) {
-        if let Some(i) = self.items.iter().position(|&(s, _)| s == slot) {
-            self.items.remove(i);
-        }
-    }
-
-    /// The first element in iteration order.
-    fn first(&self) -> Option<usize> {
-        let mask = (self.cap - 1) as u32;
-        let mut best: Option<(u32, usize)> = None;
-        for &(s, h) in &self.items {
-            let b = h & mask;
-            if best.map_or(true, |(bb, _)| b < bb) {
-                best = Some((b, s));
-            }
-        }
-        best.map(|(_, s)| s)
-    }
 }
 
 /// The problem on indexes: topics are the subscribed existing ones, in first-seen order.
@@ -624,7 +559,7 @@ impl<'a> Hetero<'a> {
         let by_topic = &mut self.moves_by_topic[tp.0];
         if let Some(i) = by_topic.iter().position(|(x, _)| *x == pair) {
             by_topic[i].1.discard(s);
-            if by_topic[i].1.items.is_empty() {
+            if by_topic[i].1.is_empty() {
                 by_topic.remove(i);
             }
         }
