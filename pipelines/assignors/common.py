@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 from operator import attrgetter
-from typing import Mapping
+from typing import Any, Callable, Mapping
 
-from .javahash import java_str_key, string_hashmap_order
-from .model import MemberSpec, Problem
+from .javahash import JavaHashSet, java_str_key, string_hashmap_order
+from .model import MemberSpec, Problem, TopicPartition
 
 
 def member_iteration_order(problem: Problem) -> list[str]:
@@ -104,3 +104,34 @@ def use_rack_aware(consumer_racks: set[str], partition_racks: set[str], racks_pe
     if not consumer_racks or consumer_racks.isdisjoint(partition_racks):
         return False
     return not all(r == partition_racks for r in racks_per_partition)
+
+
+class PartitionMovements:
+    """Kafka's `PartitionMovements` of the sticky builders (the client `AbstractStickyAssignor`
+    and 3.9's `UniformHeterogeneousAssignmentBuilder`): each moved partition's (first owner,
+    current owner), and per topic the partitions moved between each pair of owners, in Java
+    `HashSet` order: which partition a later move takes back depends on it."""
+
+    def __init__(self, partition_hash: Callable[[Any], int]):  # of a TopicPartition
+        self.by_partition: dict[TopicPartition, tuple[str, str]] = {}
+        self.by_topic: dict[str, dict[tuple[str, str], JavaHashSet]] = {}
+        self._hash = partition_hash
+
+    def remove(self, tp: TopicPartition) -> tuple[str, str]:
+        """Forget `tp`'s movement; returns its (first owner, current owner)."""
+        pair = self.by_partition.pop(tp)
+        by_topic = self.by_topic[tp[0]]
+        by_topic[pair].discard(tp)
+        if not by_topic[pair]:
+            del by_topic[pair]
+        if not by_topic:
+            del self.by_topic[tp[0]]
+        return pair
+
+    def add(self, tp: TopicPartition, pair: tuple[str, str]) -> None:
+        self.by_partition[tp] = pair
+        by_topic = self.by_topic.setdefault(tp[0], {})
+        moved = by_topic.get(pair)
+        if moved is None:
+            moved = by_topic[pair] = JavaHashSet(self._hash)
+        moved.add(tp)

@@ -29,9 +29,8 @@ from pipelines.codec.consumer_protocol import read_user_data_prefix, write_user_
 from pipelines.codec.errors import CodecError
 
 from . import native
-from .common import member_iteration_order, partition_rack_sets, use_rack_aware
+from .common import PartitionMovements, member_iteration_order, partition_rack_sets, use_rack_aware
 from .javahash import (
-    JavaHashSet,
     java_str_key,
     string_hashes,
     string_hashmap_order,
@@ -499,9 +498,7 @@ class _General:
         self.sorted_all = list(chain.from_iterable(zip(repeat(t), range(counts[t])) for t in topics))
         self.sorted = _SortedMembers(self.current)
         self.revocation_required = False
-        self.moves_by_partition: dict[TopicPartition, tuple[str, str]] = {}
-        self.moves_by_topic: dict[str, dict[tuple[str, str], JavaHashSet]] = {}
-        self.tp_hash = tp_hash
+        self.moves = PartitionMovements(tp_hash)
         self._balanced_cache = None
 
     def build(self):
@@ -727,10 +724,10 @@ class _General:
         self._process(self._actual_to_move(tp, old, new), new)
 
     def _actual_to_move(self, tp, old, new):
-        by_topic = self.moves_by_topic.get(tp[0])
+        by_topic = self.moves.by_topic.get(tp[0])
         if by_topic is None:
             return tp
-        rec = self.moves_by_partition.get(tp)
+        rec = self.moves.by_partition.get(tp)
         if rec is not None:
             old = rec[0]
         s = by_topic.get((new, old))
@@ -743,35 +740,17 @@ class _General:
         old = self.pc.get(tp)
         self.sorted.remove(old)
         self.sorted.remove(new)
-        if tp in self.moves_by_partition:
-            existing = self._remove_record(tp)
+        if tp in self.moves.by_partition:
+            existing = self.moves.remove(tp)
             if existing[0] != new:
-                self._add_record(tp, (existing[0], new))
+                self.moves.add(tp, (existing[0], new))
         else:
-            self._add_record(tp, (old, new))
+            self.moves.add(tp, (old, new))
         _remove_first(self.current[old], tp)
         self.current[new].append(tp)
         self.pc[tp] = new
         self.sorted.add(new)
         self.sorted.add(old)
-
-    def _remove_record(self, tp):
-        pair = self.moves_by_partition.pop(tp)
-        by_topic = self.moves_by_topic[tp[0]]
-        by_topic[pair].discard(tp)
-        if not by_topic[pair]:
-            del by_topic[pair]
-        if not by_topic:
-            del self.moves_by_topic[tp[0]]
-        return pair
-
-    def _add_record(self, tp, pair):
-        self.moves_by_partition[tp] = pair
-        by_topic = self.moves_by_topic.setdefault(tp[0], {})
-        s = by_topic.get(pair)
-        if s is None:
-            s = by_topic[pair] = JavaHashSet(self.tp_hash)
-        s.add(tp)
 
 
 def _score(assignment: dict[str, list]) -> int:

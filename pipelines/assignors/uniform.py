@@ -25,7 +25,7 @@ from itertools import chain, filterfalse, repeat
 from typing import Any
 
 from . import native
-from .common import member_iteration_order
+from .common import PartitionMovements, member_iteration_order
 from .javahash import (JavaHashSet, hash_order, hashset_copy_capacity, string_hash, topic_id_partition_hash,
                        uuid_hash)
 from .model import AssignorError, MemberSpec, Problem, TopicPartition
@@ -200,8 +200,7 @@ class _Hetero39:
         self.owner: dict[TopicPartition, str] = {}
         # TreeSet<String> ordered by (current size, member id), holding members below their max size.
         self.sorted_members: set[str] = {mid for mid in view.order if self.max_size[mid] > 0}
-        self.moves_by_partition: dict[TopicPartition, tuple[str, str]] = {}
-        self.moves_by_topic: dict[str, dict[tuple[str, str], JavaHashSet]] = {}
+        self.moves = PartitionMovements(self.tip_hash)
 
     def _add_all_partitions(self) -> None:
         """Every subscribed partition into `unassigned`, in `_all_partitions` order, hashed in bulk
@@ -366,10 +365,10 @@ class _Hetero39:
         self._add(to_move, new_owner)
 
     def _actual_partition_to_move(self, tp, old, new):
-        by_topic = self.moves_by_topic.get(tp[0])
+        by_topic = self.moves.by_topic.get(tp[0])
         if by_topic is None:
             return tp
-        rec = self.moves_by_partition.get(tp)
+        rec = self.moves.by_partition.get(tp)
         if rec is not None:
             if old != rec[1]:
                 raise AssignorError(f"PartitionAssignorException: Old owner does not match expected value for partition: {tp}")
@@ -379,36 +378,18 @@ class _Hetero39:
             return tp
         return s.first()
 
-    def _remove_record(self, tp):
-        pair = self.moves_by_partition.pop(tp)
-        by_topic = self.moves_by_topic[tp[0]]
-        by_topic[pair].discard(tp)
-        if not by_topic[pair]:
-            del by_topic[pair]
-        if not by_topic:
-            del self.moves_by_topic[tp[0]]
-        return pair
-
-    def _add_record(self, tp, pair):
-        self.moves_by_partition[tp] = pair
-        by_topic = self.moves_by_topic.setdefault(tp[0], {})
-        s = by_topic.get(pair)
-        if s is None:
-            s = by_topic[pair] = JavaHashSet(self.tip_hash)
-        s.add(tp)
-
     def _move(self, tp, old, new):
-        if tp in self.moves_by_partition:
-            existing = self._remove_record(tp)
+        if tp in self.moves.by_partition:
+            existing = self.moves.remove(tp)
             if existing[1] == old:
                 # Kafka 3.9.0 UniformHeterogeneousAssignmentBuilder.PartitionMovements.movePartition:
                 # the check is inverted w.r.t. the client's assertion, so any second move throws.
                 raise AssignorError("PartitionAssignorException: Mismatch in partition movement record with "
                                     "respect to partition ownership during a rebalance")
             if existing[0] != new:
-                self._add_record(tp, (existing[0], new))
+                self.moves.add(tp, (existing[0], new))
         else:
-            self._add_record(tp, (old, new))
+            self.moves.add(tp, (old, new))
 
 
 # ---------------------------------------------------------------------------------------------
