@@ -1,0 +1,1 @@
+"""One module per `rebalance-audit` subcommand: its arguments (`register`) and what it does."""
