@@ -11,8 +11,7 @@ from pipelines.assignors.historical import handoff_plan
 from pipelines.assignors.javahash import (hash_order, string_hash, string_hashes, string_hashmap_order,
                                           topic_partition_hash, uuid_from_string, uuid_hash)
 from pipelines.assignors.metrics import generation_metrics
-from pipelines.assignors.sticky import (_decode_sticky_user_data_codec, _decode_sticky_user_data_fast,
-                                       decode_sticky_user_data, encode_sticky_user_data)
+from pipelines.assignors.sticky import _decode_sticky_user_data_codec, decode_sticky_user_data, encode_sticky_user_data
 
 
 def problem(n_members: int, topics: dict[str, int], owned: dict[str, list] | None = None) -> Problem:
@@ -148,8 +147,6 @@ def test_sticky_user_data_paths_agree_on_every_truncation_and_byte_flip():
         samples.append(bytes(b))
     for data in samples:
         codec = _decode_sticky_user_data_codec(data) if data else ([], None)
-        fast = _decode_sticky_user_data_fast(data) if data else None
-        assert (fast if fast is not None else codec) == codec, data
         if native.sticky_user_data is not None and data:
             core = native.sticky_user_data(data)
             assert (core if core is not None else codec) == codec, data

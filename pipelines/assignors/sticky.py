@@ -51,46 +51,16 @@ def decode_sticky_user_data(data: bytes | None) -> tuple[list[TopicPartition], i
     As Java: V1 `{previous_assignment, generation}` first, then V0 `{previous_assignment}`,
     each read from the start with any bytes after it ignored; neither fits (a null array or
     string, too few bytes) → no previous assignment at DEFAULT_GENERATION. The layouts are
-    the codec's (pipelines/codec/schemas.py)."""
+    the codec's (pipelines/codec/schemas.py); the compiled core reads the well-formed case
+    (the generic reader cost a quarter of a sticky assign() call) and leaves anything unusual
+    to the codec, so both agree by construction (tests/test_assignors_models.py)."""
     if not data:
         return [], None
     core = native.sticky_user_data
-    fast = core(data) if core is not None else _decode_sticky_user_data_fast(data)
+    fast = core(data) if core is not None else None
     if fast is not None:
         return fast
     return _decode_sticky_user_data_codec(data)
-
-
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-
-
-def _decode_sticky_user_data_fast(data: bytes) -> tuple[list[TopicPartition], int | None] | None:
-    """The well-formed case of `decode_sticky_user_data` read straight with `struct` (the generic
-    codec reader cost a quarter of a sticky assign() call). Returns None for anything unusual
-    (null or negative lengths, truncation, bad UTF-8): the codec path then decides, so both
-    agree by construction."""
-    try:
-        (n_topics,), pos = _I32.unpack_from(data, 0), 4
-        if n_topics < 0:
-            return None
-        out: list[TopicPartition] = []
-        for _ in range(n_topics):
-            (n,), pos = _I16.unpack_from(data, pos), pos + 2
-            end = pos + n
-            if n < 0 or end > len(data):
-                return None
-            topic = data[pos:end].decode("utf-8")
-            (k,), pos = _I32.unpack_from(data, end), end + 4
-            if k < 0 or pos + 4 * k > len(data):
-                return None
-            out += zip(repeat(topic), struct.unpack_from(f">{k}i", data, pos))
-            pos += 4 * k
-    except (struct.error, UnicodeDecodeError):
-        return None
-    if pos + 4 <= len(data):
-        return out, _I32.unpack_from(data, pos)[0]  # V1
-    return out, None  # V1 does not fit, V0 (no generation) does
 
 
 def _decode_sticky_user_data_codec(data: bytes) -> tuple[list[TopicPartition], int | None]:
