@@ -97,28 +97,22 @@ def test_writers_and_position_keys_are_the_ones_lakes_hold():
         "gold:params", "gold:cluster_settings", "gold:format"}
 
 
-class _FakeLake:
-    """Every table exists at version 3; no gold table has positions."""
+def test_gold_plan_commits_exactly_the_declared_keys(tmp_path):
+    """On a real lake holding every table gold reads (empty, version 0) and no gold table yet."""
+    import pyarrow as pa
 
-    def exists(self, name):
-        return True
-
-    def version(self, name):
-        return 3
-
-    def positions(self, name, writer):
-        return {}
-
-
-def test_gold_plan_commits_exactly_the_declared_keys():
     from pipelines.gold import incremental as gold_plan
     from pipelines.gold.model import GoldParams
+    from pipelines.lake import Lake
 
-    p = gold_plan.plan(_FakeLake(), stages.GOLD.outputs, GoldParams(), None)
-    assert p.reason == "gold table ownership_intervals has no positions"
+    lake = Lake(tmp_path / "lake")
+    for t in {*stages.GOLD.reads, *stages.GOLD.watched()}:
+        lake.create(t, pa.schema([pa.field("cluster", pa.string())]))
+    p = gold_plan.plan(lake, stages.GOLD.outputs, GoldParams(), None)
+    assert (p.mode, p.reason) == ("full", "no gold table ownership_intervals yet")
     assert set(p.positions) == set(stages.GOLD.position_keys())
     assert list(p.versions) == list(GOLD_TRACKED)
-    assert p.positions["gold:format"] == gold_plan.FORMAT and p.positions["gold:cluster_settings"] == 3
+    assert p.positions["gold:format"] == gold_plan.FORMAT and p.positions["gold:cluster_settings"] == 0
 
 
 def test_dagster_dependencies_are_the_declarations():
