@@ -15,6 +15,10 @@ compared by each check's latest verdict. The report must be there.
     .venv/bin/python bench/kill_trials.py [--trials 50] [--recording crash_autocommit] [--seed 1]
         [--steps offsets_silver,sre_report]
 
+`--ingest-segments PATH` kills `rebalance-audit ingest segments PATH` instead (bronze from
+files; a recording's takes under a second inside `run`, a simulated medium cluster's about half
+a minute) and compares every bronze table.
+
 `--steps` aims the kills at chosen steps, each in turn: the kill comes after the step starts in
 the killed run, at a moment drawn uniformly over the step's length in the reference run; the
 step it really fell in is the one printed, as a run's steps vary in length.
@@ -36,6 +40,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -47,11 +52,19 @@ from pipelines.lake.compare import differing_tables  # noqa: E402
 SHARED = Path(os.environ.get("REBALANCE_AUDIT_SHARED", REPO.parent / "shared"))
 STEP = re.compile(r"^rebalance-audit run: (\w+): started")
 LOG = "quality_results"
+Command = Callable[[Path], list[str]]  # the command for a lake
 
 
-def command(lake: Path, recording: Path) -> list[str]:
-    return [sys.executable, "-m", "rebalance_audit.cli", "run", "--lake", str(lake), "--cluster", "kill",
-            "--segments", str(recording / "offsets_segments"), "--logs", str(recording / "server.log")]
+def run_command(recording: Path) -> Command:
+    """`run` over a recording, checks and report included."""
+    return lambda lake: [sys.executable, "-m", "rebalance_audit.cli", "run", "--lake", str(lake), "--cluster", "kill",
+                         "--segments", str(recording / "offsets_segments"), "--logs", str(recording / "server.log")]
+
+
+def ingest_command(segments: Path) -> Command:
+    """`ingest segments` alone (bronze from files: delta-rs, no JVM), over any segment folder."""
+    return lambda lake: [sys.executable, "-m", "rebalance_audit.cli", "ingest", "segments", "--lake", str(lake),
+                         "--cluster", "kill", str(segments)]
 
 
 def last_step(stderr: Path) -> str:
@@ -69,14 +82,14 @@ def verdicts(lake: Lake) -> dict[tuple, tuple]:
     return {k: (r["success"], r["violations"]) for k, r in latest.items()}
 
 
-def run_to_end(lake: Path, recording: Path, stderr: Path) -> tuple[float, dict[str, tuple[float, float]]]:
+def run_to_end(lake: Path, command: Command, stderr: Path) -> tuple[float, dict[str, tuple[float, float]]]:
     """Run the command to its end; its length and each step's window (start, end) in seconds from
     its start, read from its `<step>: started` lines as they come."""
     lake.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     starts: list[tuple[str, float]] = []
     with open(stderr, "w") as err:
-        proc = subprocess.Popen(command(lake, recording), cwd=REPO, stdout=subprocess.DEVNULL,
+        proc = subprocess.Popen(command(lake), cwd=REPO, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True, errors="replace")
         assert proc.stderr is not None
         for line in proc.stderr:
@@ -91,7 +104,7 @@ def run_to_end(lake: Path, recording: Path, stderr: Path) -> tuple[float, dict[s
     return length, {step: (begin, end) for (step, begin), end in zip(starts, ends)}
 
 
-def kill_after(lake: Path, recording: Path, delay: float, stderr: Path, step: str | None = None) -> str:
+def kill_after(lake: Path, command: Command, delay: float, stderr: Path, step: str | None = None) -> str:
     """Start the run, SIGKILL its process group `delay` s after it started, or with `step`
     `delay` s after that step started in this run (a loaded machine shifts every step, so a
     moment of the reference run's clock would miss a short step); the step it was in
@@ -100,7 +113,7 @@ def kill_after(lake: Path, recording: Path, delay: float, stderr: Path, step: st
     started = time.monotonic()
     deadline = None if step else started + delay
     with open(stderr, "w") as err:
-        proc = subprocess.Popen(command(lake, recording), cwd=REPO, stdout=subprocess.DEVNULL,
+        proc = subprocess.Popen(command(lake), cwd=REPO, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True)
         assert proc.stderr is not None
         # The run's lines are read by a thread, so the kill is timed by this one, not by when
@@ -136,6 +149,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=50)
     ap.add_argument("--recording", default="crash_autocommit", help="a folder of ../shared/recordings")
+    ap.add_argument("--ingest-segments", metavar="PATH",
+                    help="kill `ingest segments` of PATH (a segment folder, e.g. a benchmark's simulated brokers) "
+                         "instead of `run`: bronze from files, long enough to be killed mid-way")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--workdir", help="where the lakes go (default: a temporary folder, removed)")
     ap.add_argument("--steps", help="kill only inside these steps (comma-separated, as the run names them), taken "
@@ -143,8 +159,13 @@ def main() -> int:
                                     "length in the reference run (default: anywhere in the run)")
     args = ap.parse_args()
     recording = SHARED / "recordings" / args.recording
-    if not (recording / "offsets_segments").is_dir():
+    if args.ingest_segments:
+        command = ingest_command(Path(args.ingest_segments))
+    elif (recording / "offsets_segments").is_dir():
+        command = run_command(recording)
+    else:
         raise SystemExit(f"no recording at {recording}")
+    whole_run = not args.ingest_segments  # checks and a report to compare too
     work = Path(args.workdir or tempfile.mkdtemp(prefix="kill-trials-"))
     work.mkdir(parents=True, exist_ok=True)
     rng = random.Random(args.seed)
@@ -152,9 +173,9 @@ def main() -> int:
     try:
         # Each lake in a folder of its own: the report is written beside it (`report/`).
         reference = work / "reference" / "lake"
-        length, windows = run_to_end(reference, recording, work / "reference.stderr")
+        length, windows = run_to_end(reference, command, work / "reference.stderr")
         ref = Lake(reference)
-        want = verdicts(ref)
+        want = verdicts(ref) if whole_run else {}
         targets = args.steps.split(",") if args.steps else []
         if unknown := [s for s in targets if s not in windows]:
             raise SystemExit(f"no step {unknown} in the reference run; its steps: {', '.join(windows)}")
@@ -168,13 +189,15 @@ def main() -> int:
             target = targets[(i - 1) % len(targets)] if targets else None
             begin, end = windows[target] if target else (0.5, length)
             delay = rng.uniform(0.0, end - begin) if target else rng.uniform(begin, end)
-            step = kill_after(lake, recording, delay, work / f"trial-{i}.killed.stderr", target)
-            run_to_end(lake, recording, work / f"trial-{i}.stderr")
+            step = kill_after(lake, command, delay, work / f"trial-{i}.killed.stderr", target)
+            if not whole_run and step != "ended":
+                step = "ingest segments"
+            run_to_end(lake, command, work / f"trial-{i}.stderr")
             got = Lake(lake)
             differs = [t for t in differing_tables(ref, got) if t != LOG]
-            if verdicts(got) != want:
+            if whole_run and verdicts(got) != want:
                 differs.append(f"{LOG} (each check's latest verdict)")
-            if not (lake.parent / "report" / "index.html").exists():
+            if whole_run and not (lake.parent / "report" / "index.html").exists():
                 differs.append("the report (no index.html)")
             by_step[step] += 1
             moment = f"{delay:.1f} s after {target} started" if target else f"at {delay:.1f} s"
