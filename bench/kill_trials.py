@@ -201,7 +201,8 @@ def main() -> int:
                 differs.append("the report (no index.html)")
             by_step[step] += 1
             moment = f"{delay:.1f} s after {target} started" if target else f"at {delay:.1f} s"
-            print(f"trial {i}: killed {moment}, in {step}: "
+            what = f"not killed (ended before {moment})" if step == "ended" else f"killed {moment}, in {step}"
+            print(f"trial {i}: {what}: "
                   + ("recovered, every table equal" if not differs else f"DIFFERS: {', '.join(differs)}"), flush=True)
             if differs:
                 failed.append(i)
