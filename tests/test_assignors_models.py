@@ -186,3 +186,17 @@ def test_compiled_and_python_paths_agree_on_hostile_problems(name, monkeypatch):
     compiled = [outcome(p) for p in problems]
     _without_native(monkeypatch)
     assert compiled == [outcome(p) for p in problems]
+
+
+def test_uniform_takes_previous_targets_written_as_lists():
+    """The simulator writes a member's previous target runs as lists, as the records hold
+    them; the compiled core takes tuples. Both spellings give the same assignment."""
+    def with_targets(make) -> Problem:
+        p = problem(3, {"a": 5, "b": 3})
+        for i, m in enumerate(p.members):
+            m.target = [make("a", [j for j in range(5) if j % 3 == i]), make("b", [i])]
+        return p
+
+    as_tuples = assign_problem("uniform", with_targets(lambda t, ps: (t, ps)))
+    assert assign_problem("uniform", with_targets(lambda t, ps: [t, ps])) == as_tuples
+    assert sorted(p for ps in as_tuples.values() for p in ps) == [(t, j) for t, n in (("a", 5), ("b", 3)) for j in range(n)]

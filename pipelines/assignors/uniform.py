@@ -482,7 +482,10 @@ def _uniform_39_native(view: _ServerView, homogeneous: bool) -> dict[str, list[T
     subscriptions = [m.topic_ids_iteration if m.topic_ids_iteration is not None else view.topic_ids(m)
                      for m in (members[:1] if homogeneous else members)]
     assert native.uniform_assign is not None
-    return native.uniform_assign([m.member_id for m in members], subscriptions, [m.target or [] for m in members],
+    # The core takes each run as a (topic, partitions) tuple; a caller's runs may be lists (the
+    # simulator writes them as the records hold them).
+    targets = [[tuple(run) for run in m.target] if m.target else [] for m in members]
+    return native.uniform_assign([m.member_id for m in members], subscriptions, targets,
                                  view.problem.topics, view.uuid_h, homogeneous)
 
 
