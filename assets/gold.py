@@ -13,7 +13,7 @@ from pydantic import Field, create_model
 from assets.metadata import table_result
 from assets.resources import LakeResource, SparkResource
 from pipelines.gold.model import GoldParams
-from pipelines.gold.runner import GOLD_DESCRIPTIONS, GOLD_TABLES  # owned by the runner
+from pipelines.gold.runner import GOLD_TABLES  # owned by the runner
 from pipelines.stages import GOLD, deps_of
 
 GOLD_GROUP = "gold"
@@ -47,7 +47,7 @@ else:
 
 @multi_asset(
     name=GOLD.name,
-    specs=[AssetSpec(t, group_name=GOLD_GROUP, deps=list(deps_of(t)), description=GOLD_DESCRIPTIONS[t])
+    specs=[AssetSpec(t, group_name=GOLD_GROUP, deps=list(deps_of(t)), description=GOLD.tables[t])
            for t in GOLD_TABLES],
     description="Rebalance episodes, ownership, duplicate/skip windows, idle consumers, storms, anomalies, coverage gaps.",
 )

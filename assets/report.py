@@ -19,8 +19,7 @@ REPORT_DEPS = list(deps_of(REPORT.name))
     name=REPORT.name,
     group_name="dashboards",
     deps=REPORT_DEPS,
-    description="Overview of every consumer group and one page per group (ownership timeline, rebalances, "
-                "duplicate windows, idle members, storms, commit rate, what-if), as offline HTML.",
+    description=REPORT.tables[REPORT.name],
 )
 def sre_report(context: AssetExecutionContext, lake: LakeResource, spark: SparkResource) -> MaterializeResult:
     from dashboards.report import default_out_dir, write_report

@@ -16,7 +16,8 @@ SILVER_GROUP = "silver"
 @multi_asset(
     name=OFFSETS_SILVER.name,
     # Two stages: the decode, and (into topic_ids) the topic names live ingestion sampled.
-    specs=[AssetSpec(t, group_name=SILVER_GROUP, deps=list(deps_of(t))) for t in OFFSETS_SILVER.outputs],
+    specs=[AssetSpec(t, group_name=SILVER_GROUP, deps=list(deps_of(t)), description=d)
+           for t, d in OFFSETS_SILVER.tables.items()],
     description="Decode the new offsets_records rows into commits, classic generations, KIP-848 tables and "
                 "the records of other group kinds.",
 )
@@ -32,9 +33,8 @@ def offsets_silver(lake: LakeResource, spark: SparkResource, sources: SourcesRes
 
 @multi_asset(
     name=EVENTS_SILVER.name,
-    specs=[AssetSpec(t, group_name=SILVER_GROUP, deps=list(deps_of(t)),
-                     description="One typed group-coordinator event parsed from a server.log line.")
-           for t in EVENTS_SILVER.outputs],
+    specs=[AssetSpec(t, group_name=SILVER_GROUP, deps=list(deps_of(t)), description=d)
+           for t, d in EVENTS_SILVER.tables.items()],
 )
 def events_silver(lake: LakeResource, spark: SparkResource):
     from pipelines.silver.runner import update_events_silver
@@ -47,9 +47,8 @@ def events_silver(lake: LakeResource, spark: SparkResource):
 
 @multi_asset(
     name=TARGET_ASSIGNMENTS.name,
-    specs=[AssetSpec(t, group_name=SILVER_GROUP, deps=list(deps_of(t)),
-                     description="Each KIP-848 group's full target assignment per epoch (rebuilt whole).")
-           for t in TARGET_ASSIGNMENTS.outputs],
+    specs=[AssetSpec(t, group_name=SILVER_GROUP, deps=list(deps_of(t)), description=d)
+           for t, d in TARGET_ASSIGNMENTS.tables.items()],
 )
 def target_assignments_silver(lake: LakeResource, spark: SparkResource):
     from pipelines.silver.runner import rebuild_target_assignments

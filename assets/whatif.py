@@ -34,7 +34,8 @@ class WhatifConfig(Config):
 
 @multi_asset(
     name=WHATIF.name,
-    specs=[AssetSpec(t, group_name=WHATIF_GROUP, deps=list(deps_of(t))) for t in WHATIF_TABLES],
+    specs=[AssetSpec(t, group_name=WHATIF_GROUP, deps=list(deps_of(t)), description=d)
+           for t, d in WHATIF.tables.items()],
     description="Each group's real history replayed under every assignor, next to what happened.",
 )
 def whatif_tables(config: WhatifConfig, lake: LakeResource, spark: SparkResource):

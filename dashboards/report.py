@@ -16,8 +16,11 @@ from an earlier run (a group no longer in the lake) are removed; the index is wr
 last, so a reader who opens it sees a finished report.
 
 A report is a function of the lake tables it reads: `.inputs.json` beside the index keeps
-their Delta versions (and the page settings), and a run that finds them unchanged keeps
-the report as it is without starting a Spark job (a scheduled run on a quiet cluster).
+their Delta versions (`stages.REPORT.versions`, the positions every stage computes; and the
+page settings). It is kept there, not in the lake's positions ledger, because the pages are
+files outside the lake (one lake may feed several report folders) and the state must move
+with them: it is removed before pages change and written last. A run that finds the tables
+at those versions keeps the report as it is without starting a Spark job (a scheduled run on a quiet cluster).
 When some changed, only the groups with rows in the files added or removed since are
 recomputed (every query is per group): their headline rows replace theirs in the kept
 ones (`.stats.parquet`), their pages are rewritten, the overview is rewritten from the
@@ -37,9 +40,10 @@ from pathlib import Path
 from plotly.offline import get_plotlyjs
 
 from dashboards import figures, group_page
-from dashboards.data import GOLD, SILVER, SUMMARY, WHATIF, Caps, LakeTables, ReportData, load, load_changed
+from dashboards.data import SUMMARY, Caps, LakeTables, ReportData, load, load_changed
 from dashboards.pages import CSS, NOT_COMPUTED, cards, figure_html, fmt_duration, fmt_idle, fmt_int, fmt_ts, page, pager, table
 from dashboards.safe import page_name, text
+from pipelines import stages
 
 GROUPS_DIR = "groups"
 TOP_GROUPS = 25
@@ -100,10 +104,10 @@ def _inputs(lake, page_size: int, caps: Caps) -> dict:
     """What a report is made of: its tables' Delta versions (-1: absent), which tables those
     are (their ids: two lakes in one folder share its `report/`, and may well be at the same
     versions), and its settings."""
-    names = [n for n in (*SILVER, *GOLD, *WHATIF) if lake.exists(n)]
+    versions = stages.REPORT.versions(lake)
     return {"format": REPORT_FORMAT, "page_size": page_size, "caps": dataclasses.asdict(caps),
-            "tables": {n: (lake.version(n) if n in names else -1) for n in (*SILVER, *GOLD, *WHATIF)},
-            "table_ids": {n: lake.table_id(n) for n in names}}
+            "tables": {n: versions.get(n, -1) for n in stages.REPORT.watched()},
+            "table_ids": {n: lake.table_id(n) for n in versions}}
 
 
 def _state(out: Path) -> dict | None:

@@ -18,11 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Stage:
     """One step after bronze.
 
-    `reads` are the tables its job reads; `settings` those of them that are not assets (no
+    `tables` are the tables it writes, in the order it writes them, each with what one of
+    its rows is (its Dagster asset's description); `reads` are the tables its job reads; `settings` those of them that are not assets (no
     Dagster dependency) and that it tracks by version, not as watched input; `whole`: its
     outputs are replaced whole on every change, so a reader watches this stage's inputs
     (their appends say which groups changed) instead of its outputs. Its commits carry
@@ -30,13 +31,18 @@ class Stage:
     `prefix + <key>` for each of `extra_keys` (fingerprints, format versions)."""
 
     name: str
-    outputs: tuple[str, ...]
+    tables: Mapping[str, str]
     reads: tuple[str, ...]
     writer: str = ""
     prefix: str = ""
     settings: tuple[str, ...] = ()
     extra_keys: tuple[str, ...] = ()
     whole: bool = False
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        """The tables it writes, in order."""
+        return tuple(self.tables)
 
     def deps(self) -> tuple[str, ...]:
         """The Dagster dependencies: what it reads, settings apart (no asset writes them)."""
@@ -71,33 +77,66 @@ SILVER_PREFIX = "silver:"
 
 OFFSETS_SILVER = Stage(
     "offsets_silver",
-    outputs=("offset_commits", "group_generations", "member_assignments",
-             # KIP-848 (consumer protocol) groups
-             "consumer_group_epochs", "consumer_group_members", "target_assignment_epochs",
-             "target_assignment_member_deltas", "current_assignments", "topic_ids",
-             # share and streams groups, kept whole
-             "other_group_records"),
+    tables={
+        "offset_commits": "One offset commit of a group for one partition, as the coordinator stored it "
+                          "(transactional ones with their producer).",
+        "group_generations": "One generation of a classic group: protocol, leader, members, when it was stored "
+                             "(an incarnation counts the group's lives).",
+        "member_assignments": "One member of a classic group's generation, with the partitions it was assigned.",
+        # KIP-848 (consumer protocol) groups
+        "consumer_group_epochs": "One epoch of a KIP-848 group (its metadata record).",
+        "consumer_group_members": "One KIP-848 member's subscription record: client, rack, assignor, topics.",
+        "target_assignment_epochs": "The target assignment epoch a KIP-848 group's coordinator computed.",
+        "target_assignment_member_deltas": "One member's part of a KIP-848 target assignment, as its record stored it.",
+        "current_assignments": "A KIP-848 member's current assignment: epoch, state, owned and pending partitions.",
+        "topic_ids": "A topic's id and name (KIP-848 records name topics by id), from records or live metadata.",
+        # share and streams groups, kept whole
+        "other_group_records": "A share (KIP-932) or streams (KIP-1071) group record, kept whole with its kind "
+                               "and type.",
+    },
     reads=("offsets_records",),
     writer=SILVER_PREFIX + "offsets_records", prefix=SILVER_PREFIX,
 )
 # topic_ids also takes the names live ingestion sampled (from Kafka 4.1 no record has them):
 # rows keyed by topic id and inserted once, no positions. Runs in the offsets_silver asset.
-TOPIC_NAMES = Stage("topic_names", outputs=("topic_ids",), reads=("topic_metadata",))
+TOPIC_NAMES = Stage("topic_names", tables={"topic_ids": OFFSETS_SILVER.tables["topic_ids"]},
+                    reads=("topic_metadata",))
 EVENTS_SILVER = Stage(
-    "events_silver", outputs=("coordinator_events",), reads=("coordinator_log_lines",),
+    "events_silver",
+    tables={"coordinator_events": "One typed group-coordinator event parsed from a server.log line."},
+    reads=("coordinator_log_lines",),
     writer=SILVER_PREFIX + "coordinator_log_lines", prefix=SILVER_PREFIX,
 )
 TARGET_ASSIGNMENTS = Stage(
-    "target_assignments_silver", outputs=("target_assignments",),
+    "target_assignments_silver",
+    tables={"target_assignments": "Each KIP-848 group's full target assignment per epoch (rebuilt whole)."},
     reads=("target_assignment_epochs", "target_assignment_member_deltas", "topic_ids"),
     writer=SILVER_PREFIX + "target_assignments", prefix=SILVER_PREFIX, whole=True,
 )
 GOLD = Stage(
     "gold_tables",
-    outputs=("ownership_intervals", "commit_attribution", "rebalance_episodes", "duplicate_windows", "skip_windows",
-             "commit_anomalies", "idle_consumers", "rebalance_storms", "coverage_gaps", "consumer_lag",
-             # folds the tables above (pipelines/gold/summary.py), written last
-             "group_summary"),
+    tables={
+        "ownership_intervals": "One partition owned by one member from one assignment to the next: who consumed "
+                               "what, when.",
+        "commit_attribution": "Each offset commit with the member that owned its partition when it was written.",
+        "rebalance_episodes": "One logical rebalance of a group: trigger, generations or epochs it spanned, duration, "
+                              "partitions moved and revoked, members joined and left.",
+        "duplicate_windows": "Offsets at risk of being consumed twice at a handover or rewind: from the last commit "
+                             "to where the old owner stopped, with the cause and an estimate of the records.",
+        "skip_windows": "Offsets possibly never processed: a commit that jumped past records, or past the log end.",
+        "commit_anomalies": "A partition's commits going backwards (rewind), repeating one offset (stall) or "
+                            "ceasing (stop).",
+        "idle_consumers": "A member that held no partition for a generation or epoch, with the cause.",
+        "rebalance_storms": "At least K logical rebalances of a group inside W minutes.",
+        "coverage_gaps": "Stretches of a group's history the lake cannot see (compaction, retention, a missing "
+                         "log): never counted as failed rebalances.",
+        "consumer_lag": "How far a group's committed offset trailed the log end on one partition at one sample of "
+                        "the log-end offsets (live ingestion): kafka-consumer-groups' LAG, as history.",
+        # folds the tables above (pipelines/gold/summary.py), written last
+        "group_summary": "One consumer group's figures, each defined once: logical rebalances, time rebalancing and "
+                         "unconsumed (null: unknown), partitions moved and revoked, records at risk, idle members "
+                         "(transient ones apart), storms, gaps, lag; what every report page and tile shows.",
+    },
     # The GoldInputs fields (the first three required), then bronze: where the offsets have holes.
     reads=("offset_commits", "group_generations", "member_assignments", "consumer_group_epochs",
            "consumer_group_members", "current_assignments", "target_assignments", "coordinator_events", "topic_ids",
@@ -109,7 +148,12 @@ GOLD = Stage(
 )
 WHATIF = Stage(
     "whatif_tables",
-    outputs=("whatif_episodes", "whatif_summary"),
+    tables={
+        "whatif_episodes": "One replayed round of a group's history under one assignor: members, partitions "
+                           "moved and revoked, balance, next to what happened.",
+        "whatif_summary": "Per group, incarnation, segment and assignor: the replay's totals beside the actual "
+                          "ones.",
+    },
     # The WhatifInputs fields.
     reads=("group_generations", "member_assignments", "offset_commits", "coordinator_events",
            "consumer_group_members", "current_assignments", "target_assignments", "topic_ids", "rebalance_episodes"),
@@ -118,7 +162,10 @@ WHATIF = Stage(
 )
 REPORT = Stage(
     "sre_report",
-    outputs=("sre_report",),  # HTML pages, not a lake table
+    # HTML pages, not a lake table
+    tables={"sre_report": "Overview of every consumer group and one page per group (ownership timeline, "
+                          "rebalances, duplicate windows, idle members, storms, commit rate, what-if), as "
+                          "offline HTML."},
     # Silver: the tables every group appears in (member_assignments holds the same groups as
     # group_generations, row by member). Then gold's and what-if's: those may be absent.
     reads=("group_generations", "offset_commits", "consumer_group_epochs",

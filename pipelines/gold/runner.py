@@ -29,27 +29,6 @@ log = logging.getLogger(__name__)
 
 # The gold tables, in the order they are written (group_summary last): stages.GOLD.outputs.
 GOLD_TABLES = stages.GOLD.outputs
-# What one row of each is (the Dagster asset's description, docs/gold.md).
-GOLD_DESCRIPTIONS = {
-    "ownership_intervals": "One partition owned by one member from one assignment to the next: who consumed what, when.",
-    "commit_attribution": "Each offset commit with the member that owned its partition when it was written.",
-    "rebalance_episodes": "One logical rebalance of a group: trigger, generations or epochs it spanned, duration, "
-                          "partitions moved and revoked, members joined and left.",
-    "duplicate_windows": "Offsets at risk of being consumed twice at a handover or rewind: from the last commit to "
-                         "where the old owner stopped, with the cause and an estimate of the records.",
-    "skip_windows": "Offsets possibly never processed: a commit that jumped past records, or past the log end.",
-    "commit_anomalies": "A partition's commits going backwards (rewind), repeating one offset (stall) or ceasing (stop).",
-    "idle_consumers": "A member that held no partition for a generation or epoch, with the cause.",
-    "rebalance_storms": "At least K logical rebalances of a group inside W minutes.",
-    "coverage_gaps": "Stretches of a group's history the lake cannot see (compaction, retention, a missing log): "
-                     "never counted as failed rebalances.",
-    "consumer_lag": "How far a group's committed offset trailed the log end on one partition at one sample of the "
-                    "log-end offsets (live ingestion): kafka-consumer-groups' LAG, as history.",
-    "group_summary": "One consumer group's figures, each defined once: logical rebalances, time rebalancing and "
-                     "unconsumed (null: unknown), partitions moved and revoked, records at risk, idle members "
-                     "(transient ones apart), storms, gaps, lag; what every report page and tile shows.",
-}
-
 # What gold reads (stages.GOLD.reads): the GoldInputs fields, of which these are required;
 # and bronze `offsets_records` (the offsets' holes, `bronze_positions`).
 REQUIRED = ("offset_commits", "group_generations", "member_assignments")
