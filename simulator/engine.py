@@ -44,6 +44,39 @@ def runs(parts) -> list:
     return [[t, ps] for t, ps in by.items()]
 
 
+class GroupTraffic:
+    """What a classic group (`Group`) and a KIP-848 one (`kip848.ConsumerGroup`) share: where
+    the group lives, its topics, the messages produced on them, its commits' keys and the
+    state of who owns and committed what."""
+
+    def __init__(self, sim: Sim, gid: str):
+        cfg = sim.cfg
+        self.sim = sim
+        self.gid = gid
+        self.p = partition_for(gid, cfg.offsets_partitions)
+        self.f = sim.fmt_for(self.p)
+        self.topics = {f"{gid}-t{j}": cfg.partitions_per_topic for j in range(cfg.topics_per_group)}
+        self.owner: dict = {}
+        self.committed: dict = {}
+        self.keys: dict = {}
+        self.lost: dict = {}    # (topic, partition) -> (processed up to, cause, member) of a member that died
+        self.ep: dict[str, Any] | None = None  # the episode being built
+        self.start = 0
+        self.clients = 0
+        self.closing = False
+        self.rate = cfg.messages_per_s
+
+    def hw(self, ms: int) -> int:
+        """Messages produced on each partition by `ms` (the consumer keeps up with it)."""
+        return max(0, int((ms - self.start) * self.rate / 1000))
+
+    def key(self, tp):
+        k = self.keys.get(tp)
+        if k is None:
+            k = self.keys[tp] = self.sim.rf.commit_key(self.gid, tp[0], tp[1])
+        return k
+
+
 class Member:
     __slots__ = ("member_id", "client_id", "instance_id", "client_host", "session_timeout", "rebalance_timeout",
                  "generation", "token", "alive", "stalled_at", "owned", "pid", "txn_seq")
@@ -136,47 +169,23 @@ class Sim:
         return int(self.rng.expovariate(per_minute / 60_000.0)) + 1 if per_minute > 0 else 10**15
 
 
-class Group:
+class Group(GroupTraffic):
     """A classic-protocol consumer group and its members' clients."""
 
     def __init__(self, sim: Sim, gid: str, index: int):
-        self.sim = sim
+        super().__init__(sim, gid)
         cfg = sim.cfg
         rng = sim.rng
-        self.gid = gid
-        self.p = partition_for(gid, cfg.offsets_partitions)
-        self.f = sim.fmt_for(self.p)
         self.assignor = cfg.assignors[index % len(cfg.assignors)]
         self.static = sim.rel.supports_static and rng.random() < cfg.static_fraction
         self.txn = sim.rel.magic >= 2 and rng.random() < cfg.transactional_fraction
-        self.topics = {f"{gid}-t{j}": cfg.partitions_per_topic for j in range(cfg.topics_per_group)}
         self.all_parts = [(t, q) for t, n in self.topics.items() for q in range(n)]
         self.members: dict[str, Member] = {}
         self.generation = 0
         self.state = "Empty"
         self.rebalancing = False
-        self.owner: dict = {}
-        self.committed: dict = {}
-        self.keys: dict = {}
-        self.start = 0
-        self.clients = 0
         self.instances_down: dict[str, int] = {}
-        self.ep: dict[str, Any] | None = None  # the episode being built
         self.leader = None
-        self.closing = False
-        self.rate = cfg.messages_per_s
-        self.lost: dict = {}    # (topic, partition) -> (processed up to, cause, member) of a member that died
-
-    # ------------------------------------------------------------------ traffic model
-    def hw(self, ms: int) -> int:
-        """Messages produced on each partition by `ms` (the consumer keeps up with it)."""
-        return max(0, int((ms - self.start) * self.rate / 1000))
-
-    def key(self, tp):
-        k = self.keys.get(tp)
-        if k is None:
-            k = self.keys[tp] = self.sim.rf.commit_key(self.gid, tp[0], tp[1])
-        return k
 
     # ------------------------------------------------------------------ lifecycle
     def create(self) -> None:

@@ -13,13 +13,12 @@ topic metadata (4 with no topics).
 """
 from __future__ import annotations
 
-from typing import Any
 
 from pipelines.assignors import MemberSpec, Problem, assign_problem
 from pipelines.assignors.javahash import uuid_from_string
 
-from .engine import runs
-from .ids import kafka_uuid, partition_for
+from .engine import GroupTraffic, runs
+from .ids import kafka_uuid
 
 STABLE, UNREVOKED, UNRELEASED = 0, 1, 2
 
@@ -42,39 +41,15 @@ class KMember:
         self.stalled_at = None
 
 
-class ConsumerGroup:
+class ConsumerGroup(GroupTraffic):
     def __init__(self, sim, gid: str, index: int):
-        self.sim = sim
-        cfg = sim.cfg
-        self.gid = gid
-        self.p = partition_for(gid, cfg.offsets_partitions)
-        self.f = sim.fmt_for(self.p)
-        self.topics = {f"{gid}-t{j}": cfg.partitions_per_topic for j in range(cfg.topics_per_group)}
+        super().__init__(sim, gid)
         self.topic_ids = {t: kafka_uuid(sim.rng) for t in self.topics}
         self.members: dict[str, KMember] = {}
         self.target: dict[str, set] = {}
         self.group_epoch = 0
         self.assignment_epoch = 0
-        self.owner: dict = {}
-        self.committed: dict = {}
-        self.lost: dict = {}
-        self.keys: dict = {}
         self.metadata_written = False
-        self.clients = 0
-        self.closing = False
-        self.start = 0
-        self.rate = cfg.messages_per_s
-        self.ep: dict[str, Any] | None = None
-
-    # ------------------------------------------------------------------ shared with classic
-    def hw(self, ms: int) -> int:
-        return max(0, int((ms - self.start) * self.rate / 1000))
-
-    def key(self, tp):
-        k = self.keys.get(tp)
-        if k is None:
-            k = self.keys[tp] = self.sim.rf.commit_key(self.gid, tp[0], tp[1])
-        return k
 
     def commit(self, m: KMember, parts, ms: int) -> None:
         if not parts:
@@ -289,7 +264,8 @@ class ConsumerGroup:
                 del self.owner[tp]
         self.target.pop(mid, None)
         sim.lines(self.p, line)
-        recs = [(8, self.k(8, mid), None), (7, self.k(7, mid), None), (5, self.k(5, mid), None)]
+        recs: list[tuple[int, bytes, bytes | None]] = [(8, self.k(8, mid), None), (7, self.k(7, mid), None),
+                                                       (5, self.k(5, mid), None)]
         if not self.members:
             recs.append((4, self.k(4), sim.rf.partition_metadata([])))
             self.metadata_written = False
