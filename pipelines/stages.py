@@ -61,8 +61,28 @@ class Stage:
         return tuple(out)
 
     def versions(self, lake) -> dict[str, int]:
-        """The current Delta version of each watched input the lake has."""
-        return {t: lake.version(t) for t in self.watched() if lake.exists(t)}
+        """The Delta version of each watched input the lake has: its current one, except for
+        an input watched in place of a table rebuilt whole, where it is the version that
+        table was last built from (its positions). What this stage reads is that table, so
+        if it runs before the rebuild (a step materialized alone), the rebuild's new rows
+        are still ahead of its positions and its next run picks them up. Before the table's
+        first build those inputs have no version here: when it appears, they do."""
+        out: dict[str, int] = {}
+        for t in self.deps():
+            whole = next((s for s in STAGES if s.whole and t in s.outputs), None)
+            if whole is None:
+                if lake.exists(t):
+                    out.setdefault(t, lake.version(t))
+                continue
+            if not lake.exists(t):
+                continue
+            built = lake.positions(t, whole.writer)
+            for u in whole.watched():
+                if u in self.reads or not lake.exists(u):
+                    continue
+                # A table that carries no positions (written before they existed): the inputs' current versions.
+                out.setdefault(u, built.get(whole.prefix + u, lake.version(u)))
+        return {t: out[t] for t in self.watched() if t in out}
 
     def positions(self, versions: Mapping[str, int]) -> dict[str, int]:
         """{prefix + table: version} for the given input versions."""

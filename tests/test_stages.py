@@ -139,3 +139,35 @@ def test_dagster_dependencies_are_the_declarations():
 def test_docs_table_is_the_generated_one():
     doc = stages.DOC.read_text(encoding="utf-8")
     assert stages.with_table(doc) == doc, "run `python -m pipelines.stages --write`"
+
+
+def test_a_table_rebuilt_whole_lends_its_readers_the_versions_it_was_built_from(tmp_path):
+    """Gold (or what-if) run before `target_assignments` is rebuilt read the old table: their
+    positions must say the epochs and deltas they saw are the old ones, so that the rebuild's
+    rows are still new to their next run. A real delta-rs lake, no Spark."""
+    import pyarrow as pa
+
+    from pipelines.lake import Lake
+    from pipelines.lake.positions import Positions
+
+    lake = Lake(tmp_path / "lake")
+    schema = pa.schema([pa.field("cluster", pa.string())])
+    for t in {*stages.GOLD.reads, *TARGET_INPUTS} - {"target_assignments"}:
+        lake.create(t, schema)
+    row = pa.table({"cluster": ["c"]})
+    epochs, deltas = TARGET_INPUTS[:2]
+    # Before the first rebuild, gold reads no target_assignments: it records no version of
+    # their inputs, and their appearance later is a change.
+    assert epochs not in stages.GOLD.versions(lake) and deltas not in stages.GOLD.versions(lake)
+    assert stages.GOLD.versions(lake)["topic_ids"] == lake.version("topic_ids")
+
+    writer = stages.TARGET_ASSIGNMENTS
+    lake.create("target_assignments", schema)
+    lake.append("target_assignments", row, positions=Positions(writer.writer, writer.positions(writer.versions(lake))))
+    built = {epochs: lake.version(epochs), deltas: lake.version(deltas)}
+    lake.append(epochs, row)  # new epochs, not rebuilt yet
+    for stage in (stages.GOLD, stages.WHATIF):
+        seen = stage.versions(lake)
+        assert (seen[epochs], seen[deltas]) == (built[epochs], built[deltas]) and lake.version(epochs) > built[epochs]
+    lake.append("target_assignments", row, positions=Positions(writer.writer, writer.positions(writer.versions(lake))))
+    assert stages.GOLD.versions(lake)[epochs] == lake.version(epochs)
