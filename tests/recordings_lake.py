@@ -52,8 +52,8 @@ def build_silver(lake: Lake) -> None:
     runner.rebuild_target_assignments(lake)
 
 
-def load_wire(lake: Lake, scenario: str) -> None:
-    """Bronze rows from the records as librdkafka delivered them (source "kafka")."""
+def wire_rows(scenario: str) -> list[dict]:
+    """Bronze rows of the records as librdkafka delivered them (source "kafka")."""
     rows = []
     for line in (RECORDINGS / scenario / "offsets_records.jsonl").read_text().splitlines():
         r = json.loads(line)
@@ -68,8 +68,33 @@ def load_wire(lake: Lake, scenario: str) -> None:
                 "source": "kafka",
             }
         )
+    return rows
+
+
+def halves(rows: list[dict]) -> tuple[list[dict], list[dict]]:
+    """Per partition, the records up to the median offset, then the rest: two increments of
+    a live ingestion."""
+    first, second = [], []
+    by_part: dict[int, list[dict]] = {}
+    for r in rows:
+        by_part.setdefault(r["partition"], []).append(r)
+    for part in by_part.values():
+        part.sort(key=lambda r: r["offset"])
+        cut = len(part) // 2
+        first += part[:cut]
+        second += part[cut:]
+    return first, second
+
+
+def load_rows(lake: Lake, rows: list[dict]) -> None:
+    """Insert bronze rows as live ingestion does (keyed, a re-run adds nothing)."""
     ensure(lake, OFFSETS_RECORDS)
     lake.insert_if_absent(OFFSETS_RECORDS.name, pa.Table.from_pylist(rows), key=list(OFFSETS_RECORDS.key), range_column="offset")
+
+
+def load_wire(lake: Lake, scenario: str) -> None:
+    """The recording's wire copy into bronze."""
+    load_rows(lake, wire_rows(scenario))
 
 
 @pytest.fixture(scope="session")

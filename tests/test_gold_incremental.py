@@ -15,10 +15,8 @@ would belong to the incarnation after the deletion. Every table of both lakes is
 """
 from __future__ import annotations
 
-import json
 import re
 
-import pyarrow as pa
 import pytest
 from spark_fixture import spark  # noqa: F401
 
@@ -27,11 +25,12 @@ from assets.resources import LakeResource, SparkResource
 from pipelines.gold import GoldParams, runner
 from pipelines.gold import incremental as gold_plan
 from pipelines.ingest.logs import ingest_logs
-from pipelines.ingest.schemas import OFFSETS_RECORDS, ensure
 from pipelines.lake import Lake
 from pipelines.lake.compare import table_rows
 from pipelines.silver import runner as silver
 from tests.conftest import RECORDINGS
+from tests.recordings_lake import halves, wire_rows
+from tests.recordings_lake import load_rows as ingest
 
 pytestmark = pytest.mark.spark
 
@@ -44,37 +43,6 @@ WHOLE_FIRST = ("idle_overprovisioned",)
 WHOLE_SECOND = ("poll_timeout",)
 # Storm parameters at the recordings' minute-long scale (see docs/gold.md).
 PARAMS = GoldParams(storm_min_rebalances=10, storm_window_minutes=1.0)
-
-
-def wire_rows(scenario: str) -> list[dict]:
-    rows = []
-    for line in (RECORDINGS / scenario / "offsets_records.jsonl").read_text().splitlines():
-        r = json.loads(line)
-        rows.append({
-            "cluster": scenario, "partition": r["partition"], "offset": r["offset"], "timestamp": r["timestamp_ms"],
-            "key": bytes.fromhex(r["key_hex"]),
-            "value": None if r["value_hex"] is None else bytes.fromhex(r["value_hex"]), "source": "kafka",
-        })
-    return rows
-
-
-def halves(rows: list[dict]) -> tuple[list[dict], list[dict]]:
-    """Per partition, the records up to the median offset, then the rest."""
-    first, second = [], []
-    by_part: dict[int, list[dict]] = {}
-    for r in rows:
-        by_part.setdefault(r["partition"], []).append(r)
-    for part in by_part.values():
-        part.sort(key=lambda r: r["offset"])
-        cut = len(part) // 2
-        first += part[:cut]
-        second += part[cut:]
-    return first, second
-
-
-def ingest(lake: Lake, rows: list[dict]) -> None:
-    ensure(lake, OFFSETS_RECORDS)
-    lake.insert_if_absent(OFFSETS_RECORDS.name, pa.Table.from_pylist(rows), key=list(OFFSETS_RECORDS.key), range_column="offset")
 
 
 def build_silver(lake: Lake) -> None:

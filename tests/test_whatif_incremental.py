@@ -22,6 +22,7 @@ from pipelines.whatif.incremental import (
     COUNTS,
     OUTPUTS,
     stored_positions,
+    update,
 )
 from pipelines.whatif.spark_job import (
     WhatifInputs,
@@ -32,7 +33,8 @@ from pipelines.whatif.spark_job import (
     update_whatif,
 )
 from tests.conftest import RECORDINGS
-from tests.recordings_lake import build_silver, segments_lake, spark  # noqa: F401
+from tests.recordings_lake import build_silver, halves, load_rows, segments_lake, spark, wire_rows  # noqa: F401
+from tests.spark_fixture import spark_jobs
 from tests.whatif_history_oracle import history_rows
 
 # A list no other test module uses: the shared lake's what-if tables are rebuilt from scratch for it.
@@ -170,3 +172,22 @@ def test_asset_reports_rows_written_and_the_run_mode(increments, tmp_path):
     before = {t: lake.version(t) for t in WHATIF_TABLES}
     run(lake.root, ok=False, assignors=["no-such-assignor"])
     assert {t: lake.version(t) for t in WHATIF_TABLES} == before
+
+
+def test_a_compaction_replays_nothing_and_starts_no_spark_job(increments, spark):  # noqa: F811
+    """A cluster ingested live in two parts leaves its commits in two files of one partition;
+    `maintain`'s OPTIMIZE merges them: the input's version moves and no row does. The next
+    replay finds that in the Delta log, runs no Spark job and commits nothing. (Last in the
+    module: it adds a cluster to the increments lake.)"""
+    lake = increments[0]
+    for part in halves(wire_rows("crash_autocommit")):
+        load_rows(lake, part)
+        build_silver(lake)
+    update_whatif(lake, assignors=ASSIGNORS)
+    before = {t: lake.version(t) for t in (*OUTPUTS, COUNTS)}
+    compacted = lake.version("offset_commits")
+    metrics = lake.optimize("offset_commits")
+    assert metrics["numFilesRemoved"] >= 2 and lake.version("offset_commits") > compacted
+    jobs, run = spark_jobs(spark, "whatif-after-compaction", lambda: update(lake, ASSIGNORS))
+    assert (run.mode, jobs) == ("none", [])
+    assert {t: lake.version(t) for t in (*OUTPUTS, COUNTS)} == before

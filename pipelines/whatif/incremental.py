@@ -5,12 +5,17 @@ cluster: the partition count of each topic (the highest partition seen anywhere,
 count Kafka stored) and nothing else. So a run replays:
 
 * every group with a row added to one of the silver tables it reads (`WATCHED`) since the
-  last run, and the groups of `rebalance_episodes` that gold rewrote since then;
+  last run, and the groups of the `rebalance_episodes` files gold rewrote since then (added
+  and removed: a group left with no episode is replayed, and loses rows it no longer has);
 * every group of a cluster whose topic partition counts changed (a new topic, more
   partitions): the counts are a fallback for topics a group never had assigned, and which
   groups relied on it is not recorded;
-* every group when the assignor list changed, or when the positions are missing or
-  disagree between the what-if tables (first run, or a crash between their commits).
+* every group when the assignor list changed, when the positions are missing or disagree
+  between the what-if tables (first run, or a crash between their commits), or when a
+  silver input was rewritten rather than appended to (a backfill renumbering a group).
+
+Versions that moved with no row (a compaction, a commit of positions alone) are told from
+the Delta log: no Spark job, no commit.
 
 Each what-if table stores, in the same Delta commit as its rows, the version of each input
 table it reflects (positions `whatif:<table>` of the writer `whatif`) and a fingerprint of the assignor list
@@ -110,10 +115,32 @@ def update(lake, assignors=None, full: bool = False) -> WhatifRun:
             any(k != ASSIGNORS_APP and k[len(APP):] not in current for k in prev)
     if not full and prev == positions:
         return WhatifRun("none", {t: 0 for t in OUTPUTS}, 0)  # nothing new: no commit
+    changes: dict[str, tuple[dict, dict]] = {}
+    if not full and prev is not None:
+        since = {t: prev.get(APP + t, -1) for t in current}
+        changes = {t: lake.file_changes(t, since[t]) for t in current if since[t] < current[t]}
+        if all(since[t] >= 0 and change == ({}, {}) for t, change in changes.items()):
+            # Versions moved, no row did (a compaction, a commit of positions alone): the
+            # check is the log's, no Spark job; the positions catch up at the next change.
+            return WhatifRun("none", {t: 0 for t in OUTPUTS}, 0)
+        full = any(_rewritten(lake, t, removed) for t, (_, removed) in changes.items())
     inp = WhatifInputs.from_lake(lake)
     if full or prev is None:
         return _rebuild(lake, inp, assignors, positions)
-    return _increment(lake, inp, assignors, positions, {t: prev.get(APP + t, -1) for t in current}, current)
+    return _increment(lake, inp, assignors, positions, changes)
+
+
+def _rewritten(lake, table: str, removed: dict) -> bool:
+    """Whether rows of `table` went away in a way an increment cannot follow. Gold replaces
+    its tables' rows group by group (copy-on-write): the groups of the files it removed are
+    replayed, which needs those files (not vacuumed yet). Silver only appends, but for a
+    backfill that renumbers a group's history, and a partition count (a maximum) cannot
+    go down incrementally: any rewrite there replays every group, as gold's does."""
+    if not removed:
+        return False
+    if table not in stages.GOLD.outputs:
+        return True
+    return not all(lake.file_exists(uri) for uri in removed)
 
 
 def _rebuild(lake, inp: WhatifInputs, assignors: list[str], positions: dict[str, int]) -> WhatifRun:
@@ -129,11 +156,18 @@ def _rebuild(lake, inp: WhatifInputs, assignors: list[str], positions: dict[str,
     return WhatifRun("full", {"whatif_episodes": acc[0].value, "whatif_summary": acc[1].value})
 
 
-def _increment(lake, inp: WhatifInputs, assignors: list[str], positions: dict[str, int], since: dict[str, int],
-               current: dict[str, int]) -> WhatifRun:
+def _increment(lake, inp: WhatifInputs, assignors: list[str], positions: dict[str, int],
+               changes: dict[str, tuple[dict, dict]]) -> WhatifRun:
+    """Replay the groups with rows in the files `changes` names per input ((added, removed),
+    from `Lake.file_changes`; removed ones only of gold's tables, see `_rewritten`)."""
     spark = lake.spark
-    changed = [t for t in current if since[t] < current[t]]
-    added = {t: lake.added_since(t, since[t]) for t in changed}
+    changed = list(changes)
+    added = {}
+    for t, (new, gone) in changes.items():
+        added[t] = lake.rows_of_files(t, new)
+        if gone:
+            # A group whose rows gold removed without new ones (none left) is replayed too.
+            added[t] = added[t].unionByName(lake.rows_of_files(t, gone))
     # One aggregation (one shuffle) over every added row gives both the groups with new
     # history (rows with a group) and the increment's partition counts (rows with a topic).
     # topic_ids rows are a cluster's topic metadata, not a group's history.
