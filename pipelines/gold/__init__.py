@@ -44,8 +44,10 @@ def build_all(inputs: GoldInputs, params: GoldParams | None = None) -> dict:
     handed = pin(duplicates.handover_estimates(inputs, holdings, attributed, params))
     # Lag: a table of its own, and each episode's lag when it started.
     lags = pin(lag.build_consumer_lag(inputs))
+    # The episodes pinned before their unconsumed time: `with_unconsumed` joins them with
+    # an aggregate of themselves, which unpinned plans (and runs) their whole chain twice.
     eps = pin(lag.with_lag_at_start(
-        episodes.with_unconsumed(episodes.build_rebalance_episodes(inputs, snaps, params), handed), lags))
+        episodes.with_unconsumed(pin(episodes.build_rebalance_episodes(inputs, snaps, params)), handed), lags))
     out = {
         "ownership_intervals": holdings,
         "commit_attribution": attributed,
