@@ -10,6 +10,8 @@ asset reports the tables as they are, so downstream assets still run on what the
 row count here is the table's total at the time bronze ran.
 """
 
+from pathlib import Path
+
 from dagster import AssetExecutionContext, AssetSpec, Config, MetadataValue, multi_asset
 from pydantic import Field
 
@@ -29,6 +31,10 @@ BRONZE_SPECS = [
               description="Log-end offsets of the partitions groups commit on, sampled by live ingestion."),
     AssetSpec("topic_metadata", group_name=BRONZE_GROUP,
               description="Topic id and name of each topic, sampled by live ingestion (KIP-848 records name topics by id)."),
+    AssetSpec("cluster_settings", group_name=BRONZE_GROUP,
+              description="Per cluster, the timings gold needs that no record holds: given (the sources resource, "
+                          "`run --broker-properties/--client-heartbeat-ms`) or read from the configuration each "
+                          "broker logged at start-up."),
 ]
 
 
@@ -57,15 +63,20 @@ def _warn_identity(context: AssetExecutionContext, summary) -> None:
 @multi_asset(specs=BRONZE_SPECS, name="bronze_ingest", description="Ingest live Kafka, segment files and server.log files into bronze.")
 def bronze_ingest(context: AssetExecutionContext, config: IngestConfig, lake: LakeResource,
                   kafka: KafkaResource, sources: SourcesResource):
-    from pipelines.gold.runner import fill_from_broker_configs
+    from pipelines.gold.runner import fill_from_broker_configs, give_cluster_settings
     from pipelines.ingest.kafka import ingest_kafka
     from pipelines.ingest.logs import ingest_logs
     from pipelines.ingest.segments import ingest_segments
 
     target = lake.lake()  # bronze ingestion needs no Spark
     written = {"offsets_records": 0, "coordinator_log_lines": 0, "quarantine": 0, "partition_end_offsets": 0,
-               "topic_metadata": 0}
+               "topic_metadata": 0, "cluster_settings": 0}
     ran: list[str] = []
+
+    if sources.broker_properties or sources.client_heartbeat_ms:
+        # What the SRE gives comes first: the brokers' logged configuration only fills the rest.
+        text = Path(sources.broker_properties).read_text(errors="replace") if sources.broker_properties else None
+        written["cluster_settings"] += give_cluster_settings(target, sources.cluster, text, sources.client_heartbeat_ms)
 
     if kafka.enabled and not config.skip_kafka:
         s = ingest_kafka(target, kafka.client_config(), cluster=sources.cluster,
@@ -92,6 +103,7 @@ def bronze_ingest(context: AssetExecutionContext, config: IngestConfig, lake: La
         s = ingest_logs(target, log_paths, cluster=sources.cluster, tz=sources.log_tz, brokers=sources.log_brokers)
         filled = fill_from_broker_configs(target, sources.cluster, s.extra.get("broker_configs", {}))
         if filled:
+            written["cluster_settings"] = 1
             context.log.info(f"cluster settings from the brokers' logged configuration: {filled}")
         written["coordinator_log_lines"] += s.inserted
         written["quarantine"] += s.quarantined

@@ -106,6 +106,12 @@ class SourcesResource(ConfigurableResource):
                                         description="path → broker id, for logs that do not name their broker")
     kafka_version: Optional[str] = Field(default=None,
                                          description="Kafka version deciding ambiguous record layouts (e.g. 2.0)")
+    # The cluster's settings no record holds (pipelines/gold/settings.py), as `run` takes them.
+    broker_properties: Optional[str] = Field(
+        default=None, description="a broker's server.properties: the cluster's KIP-848 group.consumer.* session "
+                                  "timeout and heartbeat interval, kept in cluster_settings")
+    client_heartbeat_ms: Optional[int] = Field(
+        default=None, gt=0, description="the classic consumers' heartbeat.interval.ms, kept in cluster_settings")
 
 
 def env_paths(name: str) -> list[str]:

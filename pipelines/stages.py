@@ -23,12 +23,14 @@ class Stage:
     """One step after bronze.
 
     `tables` are the tables it writes, in the order it writes them, each with what one of
-    its rows is (its Dagster asset's description); `reads` are the tables its job reads; `settings` those of them that are not assets (no
-    Dagster dependency) and that it tracks by version, not as watched input; `whole`: its
-    outputs are replaced whole on every change, so a reader watches this stage's inputs
-    (their appends say which groups changed) instead of its outputs. Its commits carry
-    positions of `writer` (none: ""), keyed `prefix + <table>` for each watched input and setting, and
-    `prefix + <key>` for each of `extra_keys` (fingerprints, format versions)."""
+    its rows is (its Dagster asset's description); `reads` are the tables its job reads (its
+    Dagster dependencies); `settings` those of them that hold settings, not history: tracked
+    by version (a change rebuilds everything), not watched for the groups they touch;
+    `whole`: its outputs are replaced whole on every change, so a reader watches this
+    stage's inputs (their appends say which groups changed) instead of its outputs. Its
+    commits carry positions of `writer` (none: ""), keyed `prefix + <table>` for each
+    watched input and setting, and `prefix + <key>` for each of `extra_keys` (fingerprints,
+    format versions)."""
 
     name: str
     tables: Mapping[str, str]
@@ -45,15 +47,17 @@ class Stage:
         return tuple(self.tables)
 
     def deps(self) -> tuple[str, ...]:
-        """The Dagster dependencies: what it reads, settings apart (no asset writes them)."""
-        return tuple(t for t in self.reads if t not in self.settings)
+        """The Dagster dependencies: what it reads."""
+        return self.reads
 
     def watched(self) -> tuple[str, ...]:
         """The inputs whose versions its positions record: what it reads, a table some stage
         rebuilds whole replaced by that stage's watched inputs (the ones not read directly),
         settings apart; in declaration order, once each."""
         out: list[str] = []
-        for t in self.deps():
+        for t in self.reads:
+            if t in self.settings:
+                continue
             whole = [s for s in STAGES if s.whole and t in s.outputs]
             for u in [u for s in whole for u in s.watched() if u not in self.reads] if whole else [t]:
                 if u not in out:
@@ -68,7 +72,9 @@ class Stage:
         are still ahead of its positions and its next run picks them up. Before the table's
         first build those inputs have no version here: when it appears, they do."""
         out: dict[str, int] = {}
-        for t in self.deps():
+        for t in self.reads:
+            if t in self.settings:
+                continue
             whole = next((s for s in STAGES if s.whole and t in s.outputs), None)
             if whole is None:
                 if lake.exists(t):
@@ -162,7 +168,8 @@ GOLD = Stage(
            "consumer_group_members", "current_assignments", "target_assignments", "coordinator_events", "topic_ids",
            "partition_end_offsets", "cluster_settings", "offsets_records"),
     writer="gold", prefix="gold:",
-    # per-cluster settings, written by `ingest logs` and `run --broker-properties`
+    # per-cluster settings: given (`run --broker-properties`, the sources resource) or read from
+    # the brokers' logged configuration, in the bronze_ingest step
     settings=("cluster_settings",),
     extra_keys=("params", "format"),
 )
@@ -223,10 +230,11 @@ def markdown_table() -> str:
     """The stages as a markdown table (docs/orchestration.md, between the markers)."""
     rows = ["| stage | writes | reads | positions (writer: keys) |", "|---|---|---|---|"]
     for s in STAGES:
-        reads = _names(s.deps())
+        history = [t for t in s.deps() if t not in s.settings]
+        reads = _names(history)
         if s.settings:
             reads += f"; setting {_names(s.settings)}"
-        replaced = [t for t in s.deps() if t not in s.watched()]
+        replaced = [t for t in history if t not in s.watched()]
         if s.writer and replaced:
             instead = [t for t in s.watched() if t not in s.deps()]
             reads += f"; watches {_names(instead)} for {_names(replaced)} (rebuilt whole)"

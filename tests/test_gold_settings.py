@@ -85,6 +85,11 @@ def test_run_stores_a_clusters_settings_from_its_broker_properties(tmp_path):
     assert store("--client-heartbeat-ms", "1000") == [
         {"cluster": "k", "classic_heartbeat_interval_ms": 1000,
          "consumer_session_timeout_ms": 10000, "consumer_heartbeat_interval_ms": 2000}]
+    # A schedule passing the same settings every run writes nothing (a new version would
+    # rebuild every gold table).
+    version = Lake(lake_dir).version(settings.TABLE)
+    store("--broker-properties", str(KIP848_PROPS), "--client-heartbeat-ms", "1000")
+    assert Lake(lake_dir).version(settings.TABLE) == version
     with pytest.raises(SystemExit):
         store("--client-heartbeat-ms", "0")
     bad = tmp_path / "bad.properties"
@@ -115,3 +120,31 @@ def test_ingest_logs_takes_the_brokers_logged_settings_and_keeps_what_a_user_gav
     assert runner.fill_from_broker_configs(lake, "k", found) == {"consumer_heartbeat_interval_ms": 2000}
     (row,) = lake.read_arrow(settings.TABLE).to_pylist()
     assert (row["consumer_session_timeout_ms"], row["consumer_heartbeat_interval_ms"]) == (30000, 2000)
+
+
+@pytest.mark.skipif(not KIP848_PROPS.is_file(), reason="recordings not found")
+def test_the_dagster_sources_resource_gives_the_settings_run_takes(tmp_path):
+    """In Dagster the same settings come from the `sources` resource: `bronze_ingest` stores
+    them as the asset `cluster_settings` (gold depends on it), and a run giving the same
+    values again writes nothing. No Spark: only the bronze step runs."""
+    from dagster import materialize
+
+    from assets.bronze import bronze_ingest
+    from assets.resources import KafkaResource, LakeResource, SourcesResource
+
+    lake_dir = tmp_path / "lake"
+    resources = {"lake": LakeResource(root=str(lake_dir)), "kafka": KafkaResource(),
+                 "sources": SourcesResource(cluster="k", broker_properties=str(KIP848_PROPS), client_heartbeat_ms=1000)}
+
+    def written() -> int:
+        result = materialize([bronze_ingest], resources=resources)
+        (meta,) = [m.metadata for m in result.asset_materializations_for_node("bronze_ingest")
+                   if m.asset_key.path[-1] == settings.TABLE]
+        return meta["rows_written"].value
+
+    assert written() == 1
+    assert Lake(lake_dir).read_arrow(settings.TABLE).to_pylist() == [
+        {"cluster": "k", "classic_heartbeat_interval_ms": 1000,
+         "consumer_session_timeout_ms": 10000, "consumer_heartbeat_interval_ms": 2000}]
+    version = Lake(lake_dir).version(settings.TABLE)
+    assert written() == 0 and Lake(lake_dir).version(settings.TABLE) == version

@@ -114,6 +114,28 @@ def fill_cluster_settings(lake, row: Mapping) -> dict:
     return filled
 
 
+def give_cluster_settings(lake, cluster: str, broker_properties: str | None = None,
+                          client_heartbeat_ms: int | None = None) -> bool:
+    """Store what a user gives for `cluster` (`run --broker-properties/--client-heartbeat-ms`,
+    the Dagster `sources` resource alike): the group.consumer.* timings of a broker's
+    server.properties text, the classic clients' heartbeat interval. What is not given keeps
+    its stored value. Written only when something changed (a new version makes gold rebuild
+    every table), so a schedule passing the same settings every run costs nothing; returns
+    whether it wrote. Raises settings.SettingsError for a value that is no duration."""
+    stored = [r for r in read_cluster_settings(lake) if r["cluster"] == cluster]
+    row = dict(stored[0]) if stored else {"cluster": cluster}
+    if broker_properties is not None:
+        given = settings.from_broker_properties(cluster, broker_properties)
+        row.update({k: v for k, v in given.items() if k != "classic_heartbeat_interval_ms"})
+    if client_heartbeat_ms is not None:
+        row["classic_heartbeat_interval_ms"] = client_heartbeat_ms
+    new = settings.rows_table([row]).to_pylist()[0]  # validated
+    if stored and settings.rows_table(stored).to_pylist()[0] == new:
+        return False
+    write_cluster_settings(lake, [new])
+    return True
+
+
 def write_cluster_settings(lake, rows: Iterable[Mapping]) -> int:
     """Store per-cluster settings, replacing the given clusters' rows; returns the table version."""
     data = settings.rows_table(rows)

@@ -132,22 +132,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _store_cluster_settings(lake, cluster: str, properties_path: str | None, client_heartbeat_ms: int | None) -> None:
-    """The cluster's settings in the lake's cluster_settings, before anything is materialized:
-    the group.consumer.* timings of a broker's server.properties, the clients' heartbeat
-    interval. What is not given keeps the value stored by an earlier run."""
+    """The cluster's settings in the lake's cluster_settings, before anything is materialized."""
     from pipelines.gold import runner, settings
 
-    stored = [r for r in runner.read_cluster_settings(lake) if r["cluster"] == cluster]
-    row = dict(stored[0]) if stored else {"cluster": cluster}
-    if properties_path:
-        try:
-            given = settings.from_broker_properties(cluster, Path(properties_path).read_text(errors="replace"))
-        except settings.SettingsError as exc:
-            raise UsageError(f"{properties_path}: {exc}") from None
-        row.update({k: v for k, v in given.items() if k != "classic_heartbeat_interval_ms"})
-    if client_heartbeat_ms:
-        row["classic_heartbeat_interval_ms"] = client_heartbeat_ms
-    runner.write_cluster_settings(lake, [row])
+    text = Path(properties_path).read_text(errors="replace") if properties_path else None
+    try:
+        runner.give_cluster_settings(lake, cluster, text, client_heartbeat_ms)
+    except settings.SettingsError as exc:
+        raise UsageError(f"{properties_path}: {exc}") from None
 
 
 def _display(root: str) -> str:
