@@ -259,9 +259,13 @@ def get_spark(master: str | None = None, app_name: str = "rebalance-audit", conf
     settings.update(profile_conf(master))
     settings.update(conf or {})
     log_option = _log_options(settings)
-    if log_option:
+    from pipelines.spark_cds import java_options as cds_options
+
+    # The driver maps the class-data archive the set-up made (pipelines/spark_cds.py).
+    extra = [o for o in (log_option, cds_options()) if o]
+    if extra:
         settings["spark.driver.extraJavaOptions"] = " ".join(
-            o for o in (settings.get("spark.driver.extraJavaOptions"), log_option) if o)
+            o for o in (settings.get("spark.driver.extraJavaOptions"), *extra) if o)
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in settings.items():
         if value is not None:
