@@ -11,20 +11,5 @@ for exe in chromium chromium-browser; do
     fi
 done
 
-SUDO=""
-if [ "$(id -u)" != "0" ]; then
-    if command -v sudo >/dev/null 2>&1; then
-        SUDO="sudo"
-    else
-        echo "setup-browser: chromium is missing and apt-get needs root; install the 'chromium' package" >&2
-        exit 1
-    fi
-fi
-
-export DEBIAN_FRONTEND=noninteractive
-# A fresh machine's package lists may not know chromium yet: refresh them only then.
-if ! apt-cache show chromium >/dev/null 2>&1; then
-    $SUDO apt-get update -qq
-fi
-$SUDO apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null
+"$(dirname "$0")/apt-install.sh" setup-browser chromium fonts-dejavu-core
 command -v chromium >/dev/null 2>&1 || { echo "setup-browser: chromium did not install" >&2; exit 1; }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up everything rebalance-audit needs on a fresh machine, idempotently: a Python 3.11
 # virtualenv in .venv with the pinned dependencies, the delta-spark JARs, the Kafka JARs of the testbed, Debian's
-# Chromium for the dashboard tests. Safe to re-run; a second run takes seconds.
+# libfaketime for the testbed's skewed-clock brokers, Debian's Chromium for the dashboard tests.
+# Safe to re-run; a second run takes seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,9 +37,15 @@ fi
 
 # The delta-spark JARs every SparkSession loads from local files (Maven, scripts/maven/).
 ./scripts/setup-delta.sh >/dev/null
+# A class-data-sharing archive of the Spark driver's classes (pipelines/spark_cds.py): every
+# Spark start then takes half the time. Made once per JDK and pyspark (about 35 s).
+.venv/bin/python -m pipelines.spark_cds --build >/dev/null
 # The Apache Kafka 4.x release the tests and the demo start (Maven, from scripts/maven/).
 ./scripts/setup-kafka.sh >/dev/null
 # The compiled core of `decode` (Rust, native/), rebuilt when its sources change.
 ./scripts/setup-native.sh
+# Debian's libfaketime: the testbed starts chosen brokers with their clock offset
+# (KafkaCluster(clock_skew_s=...)); the coordinator failover test skews two of three.
+./scripts/setup-faketime.sh >/dev/null
 # Debian's Chromium for the dashboard tests (no browser downloads).
 if [ -x scripts/setup-browser.sh ]; then ./scripts/setup-browser.sh; fi

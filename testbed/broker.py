@@ -23,12 +23,16 @@ Why things are done the way they are:
 * Broker-side group limits are lowered for test speed (KIP-848 session and heartbeat, the
   classic minimum session timeout); everything else is Kafka's default unless a caller
   passes ``server_properties``.
+* ``clock_skew_s`` offsets chosen nodes' wall clocks by whole or fractional seconds
+  (libfaketime preloaded into that node's JVM only, its monotonic clock real: see
+  ``testbed/faketime.py``); every start of the node, a restart included, keeps it.
 """
 from __future__ import annotations
 
 import atexit
 import base64
 import logging
+import math
 import os
 import re
 import shutil
@@ -44,6 +48,7 @@ from typing import Any, Mapping
 
 from pipelines.assignors.javahash import coordinator_partition
 
+from .faketime import find_libfaketime, skewed_environment
 from .kafka_home import find_java, find_kafka_libs, java_command, kafka_version
 
 log = logging.getLogger(__name__)
@@ -207,12 +212,12 @@ def _stop_all_at_exit() -> None:
 class _Jvm:
     """One JVM in its own process group, with its watchdog."""
 
-    def __init__(self, name: str, argv: list[str], out_file: Path, grace: int):
+    def __init__(self, name: str, argv: list[str], out_file: Path, grace: int, env: dict[str, str] | None = None):
         self.name = name
         self.out_file = out_file
         with open(out_file, "ab") as out:
             self.proc = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
                 start_new_session=True)  # own session + process group, immune to ^C
         self.watchdog = subprocess.Popen(
             ["sh", "-c", _WATCHDOG, "rebalance-audit-watchdog", str(os.getpid()), str(self.proc.pid), str(grace)],
@@ -298,6 +303,12 @@ class KafkaNode:
         return self._jvm.pid if self._jvm is not None and self._jvm.alive() else None
 
     @property
+    def clock_skew_s(self) -> float:
+        """How far this node's wall clock runs ahead of the machine's (negative: behind), in
+        seconds, from its next start on (``KafkaCluster.clock_skew_s``)."""
+        return float(self.cluster.clock_skew_s.get(self.node_id, 0.0))
+
+    @property
     def running(self) -> bool:
         return self._jvm is not None and self._jvm.alive()
 
@@ -368,7 +379,14 @@ class KafkaNode:
                          # Log lines in UTC, as the recordings' brokers wrote them; the log
                          # parser is told the zone (--tz) either way.
                          "-Duser.timezone=UTC"])
-        self._jvm = _Jvm(f"kafka-{self.node_id}", argv, self.log_dir / "kafka.out", grace=int(c.stop_timeout))
+        # A skewed clock: libfaketime in this JVM only (StorageTool, clients and the other
+        # nodes keep the real one). Read at every launch, so a restart keeps the skew.
+        skew = self.clock_skew_s
+        env = skewed_environment(skew) if skew else None
+        if skew:
+            log.info("node %d starts with its wall clock %+.3f s off (libfaketime)", self.node_id, skew)
+        self._jvm = _Jvm(f"kafka-{self.node_id}", argv, self.log_dir / "kafka.out", grace=int(c.stop_timeout),
+                         env=env)
 
     def check_alive(self) -> None:
         if self._jvm is None or self._jvm.alive():
@@ -400,6 +418,13 @@ class KafkaCluster:
 
     ``__consumer_offsets`` has ``offsets_partitions`` partitions (Kafka's default 50) at
     replication factor ``min(3, nodes)``. ``server_properties`` override any broker setting.
+
+    ``clock_skew_s`` maps node ids to seconds by which that node's wall clock runs ahead
+    (negative: behind) of the machine's: ``{1: 8, 3: -8}``. The records its coordinators
+    and partition leaders write and its log lines carry that clock; timers do not change
+    (see ``testbed/faketime.py``). Needs Debian's libfaketime (scripts/setup-faketime.sh).
+    Kept across ``restart()`` and ``start_node()``; changing an entry of
+    ``cluster.clock_skew_s`` takes effect at that node's next start.
     """
 
     def __init__(
@@ -414,11 +439,22 @@ class KafkaCluster:
         start_timeout: float = 120.0,
         stop_timeout: float = 30.0,
         keep_workdir: bool = False,
+        clock_skew_s: Mapping[int, float] | None = None,
     ):
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
         if offsets_partitions < 1:
             raise ValueError("offsets_partitions must be at least 1")
+        # Node ids: 1 for the combined node; the controller 0 and brokers 1..n otherwise.
+        node_ids = {1} if brokers == 1 else set(range(brokers + 1))
+        self.clock_skew_s: dict[int, float] = {int(k): float(v) for k, v in (clock_skew_s or {}).items()}
+        unknown = sorted(set(self.clock_skew_s) - node_ids)
+        if unknown:
+            raise ValueError(f"clock_skew_s names no node of this cluster: {unknown} (nodes {sorted(node_ids)})")
+        if not all(math.isfinite(v) for v in self.clock_skew_s.values()):
+            raise ValueError(f"clock_skew_s must be finite seconds: {self.clock_skew_s}")
+        if any(self.clock_skew_s.values()):
+            find_libfaketime()  # missing: TestbedUnavailable now, not at the first start
         find_java()
         self.kafka_libs = find_kafka_libs(install=install)
         self.kafka_version = kafka_version()

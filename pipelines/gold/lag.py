@@ -13,9 +13,19 @@ commit on a partition; samples before it are not rows (it had no position there 
 Offline input (segment files, no live sample) has no log-end offsets, so no rows: the table
 exists and is empty.
 
+Two clocks meet here: a sample's time is the ingesting host's, a commit's is the record
+time its coordinator wrote, and after a coordinator move another broker's. A commit is
+placed in time no earlier than any commit of its group before it in the log (the running
+maximum of their record times in log order): a later commit was written later, so when the
+new coordinator's clock is behind the old one's, its commits still count after the old
+term's instead of before them (the committed offset at a sample is the last one in log
+order, as Kafka's). On one clock this changes nothing. A new coordinator whose clock is
+ahead of the sampling host's can still place a commit after a sample it preceded: no
+record says where the log stood when the sample was taken.
+
 Cost: one row per (group, partition it committed on, sample of that partition), the
 table's own size; commits and samples meet in one sort per (group, partition), never in a
-join of every commit with every sample.
+join of every commit with every sample (plus one sort of each group's commits in log order).
 """
 from __future__ import annotations
 
@@ -37,12 +47,16 @@ def build_consumer_lag(inputs: GoldInputs) -> DataFrame:
     if samples is None:
         return commits.sparkSession.createDataFrame([], _SCHEMA)
     c = commits.select(*KEY, "offset", "is_deletion", "record_ts", "effective_log_offset")
+    # Its place in time: never before a commit of its group written earlier in the log.
+    in_log_order = Window.partitionBy("cluster", "group_id").orderBy("effective_log_offset") \
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    c = c.withColumn("_placed", F.max("record_ts").over(in_log_order))
     # Every partition a group committed on, at every sample of that partition.
     at_samples = c.select(*KEY).distinct().join(
         samples.select("cluster", "topic", "partition", "sampled_at", "start_offset", "end_offset"),
         ["cluster", "topic", "partition"])
     events = c.select(
-        *KEY, F.col("record_ts").alias("_t"), F.lit(0).alias("_kind"), "effective_log_offset",
+        *KEY, F.col("_placed").alias("_t"), F.lit(0).alias("_kind"), "effective_log_offset",
         F.struct(F.when(~F.col("is_deletion"), F.col("offset")).alias("offset"),
                  F.col("record_ts").alias("at")).alias("_commit"),
         F.lit(None).cast("timestamp").alias("sampled_at"), F.lit(None).cast("long").alias("start_offset"),
