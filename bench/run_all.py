@@ -24,7 +24,7 @@ def main(argv=None) -> int:
     argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args(argv)
     sizes = os.environ.get("BENCH_SIZES", "small,medium")
     steps = [["bench_pipeline.py", "--sizes", sizes], ["bench_decode.py"]]
-    for extra in ("bench_parse_logs.py", "bench_assignors.py", "bench_dagster.py"):
+    for extra in ("bench_spark_start.py", "bench_parse_logs.py", "bench_assignors.py", "bench_dagster.py"):
         if (HERE / extra).exists() and os.environ.get("BENCH_COMPONENTS", "0") == "1":
             steps.append([extra])
     failed = 0
