@@ -21,10 +21,10 @@ from assets.bronze import bronze_ingest
 from assets.gold import GOLD_ASSETS
 from assets.maintenance import maintain_job, maintain_weekly
 from assets.resources import KafkaResource, LakeResource, SourcesResource, SparkResource, env_paths
-from assets.silver import events_silver, offsets_silver, target_assignments_silver
+from assets.silver import broker_clocks_silver, events_silver, offsets_silver, target_assignments_silver
 from assets.whatif import WHATIF_ASSETS
 
-ALL_ASSETS = [bronze_ingest, offsets_silver, events_silver, target_assignments_silver, *GOLD_ASSETS,
+ALL_ASSETS = [bronze_ingest, offsets_silver, events_silver, target_assignments_silver, broker_clocks_silver, *GOLD_ASSETS,
               *WHATIF_ASSETS]
 
 # --- dashboards (owned by the dashboards area: assets/report.py) ---

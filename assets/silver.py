@@ -8,7 +8,7 @@ from dagster import AssetSpec, multi_asset
 
 from assets.metadata import table_result
 from assets.resources import LakeResource, SourcesResource, SparkResource
-from pipelines.stages import EVENTS_SILVER, OFFSETS_SILVER, TARGET_ASSIGNMENTS, deps_of
+from pipelines.stages import BROKER_CLOCKS, EVENTS_SILVER, OFFSETS_SILVER, TARGET_ASSIGNMENTS, Stage, deps_of
 
 SILVER_GROUP = "silver"
 
@@ -45,14 +45,24 @@ def events_silver(lake: LakeResource, spark: SparkResource):
                        bronze_version=run.bronze_version)
 
 
-@multi_asset(
-    name=TARGET_ASSIGNMENTS.name,
-    specs=[AssetSpec(t, group_name=SILVER_GROUP, deps=list(deps_of(t)), description=d)
-           for t, d in TARGET_ASSIGNMENTS.tables.items()],
-)
-def target_assignments_silver(lake: LakeResource, spark: SparkResource):
-    from pipelines.silver.runner import rebuild_target_assignments
+def _rebuilt_whole(stage: Stage, rebuild: str):
+    """The asset of a silver table rebuilt whole from other silver tables by
+    `pipelines.silver.runner.<rebuild>` (which returns the rows written, 0 when its inputs
+    did not change)."""
+    (table,) = stage.outputs
 
-    target = lake.lake(spark.session)  # Spark starts on first use: a run with nothing new needs none
-    rows = rebuild_target_assignments(target)
-    yield table_result(target, "target_assignments", rows)
+    @multi_asset(
+        name=stage.name,
+        specs=[AssetSpec(table, group_name=SILVER_GROUP, deps=list(deps_of(table)), description=stage.tables[table])],
+    )
+    def rebuilt(lake: LakeResource, spark: SparkResource):
+        from pipelines.silver import runner
+
+        target = lake.lake(spark.session)  # Spark starts on first use: a run with nothing new needs none
+        yield table_result(target, table, getattr(runner, rebuild)(target))
+
+    return rebuilt
+
+
+target_assignments_silver = _rebuilt_whole(TARGET_ASSIGNMENTS, "rebuild_target_assignments")
+broker_clocks_silver = _rebuilt_whole(BROKER_CLOCKS, "rebuild_broker_clocks")

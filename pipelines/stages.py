@@ -25,7 +25,7 @@ class Stage:
     `tables` are the tables it writes, in the order it writes them, each with what one of
     its rows is (its Dagster asset's description); `reads` are the tables its job reads (its
     Dagster dependencies); `settings` those of them that hold settings, not history: tracked
-    by version (a change rebuilds everything), not watched for the groups they touch;
+    whole (a change rebuilds everything), not watched for the groups they touch;
     `whole`: its outputs are replaced whole on every change, so a reader watches this
     stage's inputs (their appends say which groups changed) instead of its outputs. Its
     commits carry positions of `writer` (none: ""), keyed `prefix + <table>` for each
@@ -139,6 +139,14 @@ TARGET_ASSIGNMENTS = Stage(
     reads=("target_assignment_epochs", "target_assignment_member_deltas", "topic_ids"),
     writer=SILVER_PREFIX + "target_assignments", prefix=SILVER_PREFIX, whole=True,
 )
+BROKER_CLOCKS = Stage(
+    "broker_clocks_silver",
+    tables={"broker_clocks": "One broker's wall clock against its cluster's: the offset measured from the lines "
+                             "every broker logs at one metadata change, and the offset gold takes off the times that "
+                             "broker wrote (0 within the measure's tolerance)."},
+    reads=("coordinator_events",),
+    writer=SILVER_PREFIX + "broker_clocks", prefix=SILVER_PREFIX,
+)
 GOLD = Stage(
     "gold_tables",
     tables={
@@ -166,11 +174,12 @@ GOLD = Stage(
     # The GoldInputs fields (the first three required), then bronze: where the offsets have holes.
     reads=("offset_commits", "group_generations", "member_assignments", "consumer_group_epochs",
            "consumer_group_members", "current_assignments", "target_assignments", "coordinator_events", "topic_ids",
-           "partition_end_offsets", "cluster_settings", "offsets_records"),
+           "partition_end_offsets", "cluster_settings", "broker_clocks", "offsets_records"),
     writer="gold", prefix="gold:",
-    # per-cluster settings: given (`run --broker-properties`, the sources resource) or read from
-    # the brokers' logged configuration, in the bronze_ingest step
-    settings=("cluster_settings",),
+    # Per-cluster settings: given (`run --broker-properties`, the sources resource) or read from
+    # the brokers' logged configuration, in the bronze_ingest step; and the brokers' clock
+    # offsets. Either changing rebuilds every gold table.
+    settings=("cluster_settings", "broker_clocks"),
     extra_keys=("params", "format"),
 )
 WHATIF = Stage(
@@ -201,7 +210,7 @@ REPORT = Stage(
            "whatif_summary"),
 )
 
-STAGES = (OFFSETS_SILVER, TOPIC_NAMES, EVENTS_SILVER, TARGET_ASSIGNMENTS, GOLD, WHATIF, REPORT)
+STAGES = (OFFSETS_SILVER, TOPIC_NAMES, EVENTS_SILVER, TARGET_ASSIGNMENTS, BROKER_CLOCKS, GOLD, WHATIF, REPORT)
 
 
 def deps_of(table: str) -> tuple[str, ...]:

@@ -120,5 +120,15 @@ COORDINATOR_EVENTS = Suite("coordinator_events", "silver", (
                description="every event has a timestamp"),
 ))
 
+BROKER_CLOCKS = Suite("broker_clocks", "silver", (
+    unique_check("broker_measured_once", ["cluster", "broker"], "one clock offset per broker of a cluster"),
+    # Not the lake's fault, the cluster's: a broker whose clock is off its cluster's by more
+    # than the measure's tolerance. Gold corrects the times it wrote; the SRE fixes its NTP.
+    row_check("broker_clock_agrees", lambda: F.col("clock_offset_ms") != 0, ["cluster", "broker"],
+              lambda: fmt("clock %s ms off the cluster's (from %s shared lines)", "clock_offset_ms", "shared_lines"),
+              ("clock_offset_ms", "shared_lines"),
+              "every broker's clock agrees with its cluster's within the measure's tolerance (2 s)", severity=WARN),
+))
+
 # The KIP-848 tables' suites are in quality/kip848.py.
-SUITES = (GROUP_GENERATIONS, MEMBER_ASSIGNMENTS, OFFSET_COMMITS, COORDINATOR_EVENTS)
+SUITES = (GROUP_GENERATIONS, MEMBER_ASSIGNMENTS, OFFSET_COMMITS, COORDINATOR_EVENTS, BROKER_CLOCKS)

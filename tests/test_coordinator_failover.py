@@ -12,11 +12,11 @@ incarnation, generations that never go back, every commit a member saw acknowled
 The brokers' wall clocks are skewed (libfaketime in their JVMs: `KafkaCluster(clock_skew_s=...)`,
 see docs/testbed.md), so the records and log lines written before the move carry one
 clock and those after it another, as when a coordinator moves between machines whose NTP
-disagrees. Gold must not read the jump as time: no negative duration, no window of
-records consumed twice where the consumers consumed nothing twice and every record they
-did consume twice in a window, lag as the consumers left it. Where gold still reads the
-jump as time the test says what it gets wrong (`xfail`, strict: a fix makes it fail until
-the mark goes).
+disagrees. Silver measures each broker's clock from the lines every broker logs at one
+metadata change (`broker_clocks`), and gold takes each writer's offset off its times, so
+gold must not read the jump as time: no negative duration, no span that runs backwards, no
+window of records consumed twice where the consumers consumed nothing twice and every
+record they did consume twice in a window, lag as the consumers left it.
 """
 from __future__ import annotations
 
@@ -59,8 +59,7 @@ TOPIC = "failover-orders-in"
 # choice, the first replica of the partition still in sync; should it choose otherwise the
 # move still crosses SKEW_S, and the tests below read the actual move.)
 # REBALANCE_AUDIT_FAILOVER_SKEW_S=0 runs the same scenario on agreeing clocks: the baseline
-# to compare the findings with (the product's known failures under the skew, marked xfail
-# below, are then expected to pass, and do).
+# to compare the findings with.
 SKEW_S = float(os.environ.get("REBALANCE_AUDIT_FAILOVER_SKEW_S", "15"))
 CLOCK_SKEW_S = {1: SKEW_S, 2: 0.0, 3: -SKEW_S}
 MOVE = (1, 3)
@@ -230,6 +229,19 @@ def test_the_history_goes_on_across_the_move(failed_over):
     assert {r["partition"] for r in intervals if r["owner_kind"] == "member"} == set(range(6))
 
 
+def test_each_brokers_clock_is_measured(failed_over):
+    """Silver's `broker_clocks`: each broker's offset against the cluster's median broker
+    (broker 2, on the machine's clock) is its skew, within a second (metadata reaches
+    brokers up to about that far apart); under the tolerance (agreeing clocks) none."""
+    f = failed_over
+    rows = {r["broker"]: r for r in f.lake.read_arrow("broker_clocks").to_pylist() if r["cluster"] == CLUSTER}
+    print({b: (r["measured_offset_ms"], r["clock_offset_ms"]) for b, r in sorted(rows.items())})
+    assert set(rows) == set(CLOCK_SKEW_S)
+    for broker, skew_s in CLOCK_SKEW_S.items():
+        assert abs(rows[broker]["measured_offset_ms"] - skew_s * 1000) < 1000, rows[broker]
+        assert rows[broker]["clock_offset_ms"] == (rows[broker]["measured_offset_ms"] if skew_s else 0)
+
+
 # ----- findings unchanged by the skew -----------------------------------------------------
 
 # Durations and counts in gold: never negative, whatever clocks wrote their ends.
@@ -246,23 +258,17 @@ def test_no_negative_duration(failed_over, table):
     assert not negative, negative[:5]
 
 
-def _product_gets_wrong(reason: str):
-    """Known wrong under the skew (strict: passes again, and so fails here, once fixed)."""
-    return pytest.mark.xfail(SKEW_S > 0, strict=True, reason=f"product: {reason}")
-
-
 # Times of one row that the row itself puts in order: a span that ends before it starts is a
-# negative duration, a start outside its own bounds a contradiction.
+# negative duration, a start outside its own bounds a contradiction. Without the clocks'
+# correction, under the skew: the start of the rebalance at the move (the new coordinator's
+# line) came 17 s before its lower bound started_after_ts (the old coordinator's last
+# generation record), and the intervals of the generation before the move ended 11 s
+# before they started.
 _ORDERED = [
     ("rebalance_episodes", "started_at", "completed_at"),
     ("rebalance_episodes", "joined_at", "completed_at"),
-    pytest.param("rebalance_episodes", "started_after_ts", "started_at", marks=_product_gets_wrong(
-        "the start of the rebalance at the move, logged by the new coordinator (its clock, 30 s behind), is "
-        "17 s before its lower bound started_after_ts, the old coordinator's last generation record (its "
-        "clock); started_at itself and duration_ms (both the new coordinator's) are right")),
-    pytest.param("ownership_intervals", "from_ts", "to_ts", marks=_product_gets_wrong(
-        "every interval of the generation before the move starts at the old coordinator's generation "
-        "record and ends at the new one's, two clocks 30 s apart: to_ts 11 s before from_ts")),
+    ("rebalance_episodes", "started_after_ts", "started_at"),
+    ("ownership_intervals", "from_ts", "to_ts"),
     ("idle_consumers", "from_ts", "to_ts"),
     ("commit_anomalies", "started_at", "ended_at"),
     ("coverage_gaps", "from_ts", "to_ts"),
@@ -277,18 +283,14 @@ def test_no_span_runs_backwards(failed_over, table, first, then):
     assert not backwards, backwards[:5]
 
 
-@pytest.mark.xfail(
-    SKEW_S > 0, strict=True,
-    reason="product: duplicate_windows compares the old owner's last commit (old coordinator's clock) with the "
-           "rejoin completed on the new coordinator (its clock): with the new clock 30 s behind, the last commit "
-           "reads as written after the join, a final commit, and the windows of the records consumed twice at the "
-           "move are lost (gold/duplicates.py gap_to_join; with agreeing clocks: one window per partition)")
 def test_no_window_where_nothing_was_consumed_twice(failed_over):
     """Duplicate windows against the consumers' truth: each window that estimates records
     holds some the members really processed twice, and the records processed twice are
     inside a window. (No commit is acknowledged while the coordinator is away; the members'
     sessions expire at the new coordinator and they rejoin, so what each processed after
-    its last acknowledged commit is processed again.)"""
+    its last acknowledged commit is processed again.) Without the clocks' correction, under
+    the skew: the old owners' last commits (old clock) read as written after the rejoin (new
+    clock, 30 s behind), final commits, and no window came out."""
     f = failed_over
     truth = read_truth(f.result)
     windows = _rows(f, "duplicate_windows")

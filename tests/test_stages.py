@@ -39,9 +39,10 @@ REPORT_GOLD = ("rebalance_episodes", "ownership_intervals", "duplicate_windows",
 def test_expanded_lists_equal_the_old_ones():
     # Same order too: a plan names the first input that moved back or appeared.
     assert stages.GOLD.watched() == GOLD_TRACKED
-    # cluster_settings is an asset (of bronze_ingest) in gold's lineage, tracked as a setting.
+    # cluster_settings (an asset of bronze_ingest) and broker_clocks (silver's measure of the
+    # brokers' clocks) are in gold's lineage, tracked as settings.
     assert stages.GOLD.deps() == stages.GOLD.reads
-    assert set(stages.GOLD.deps()) == set(GOLD_ASSET_INPUTS) | {"cluster_settings"}
+    assert set(stages.GOLD.deps()) == set(GOLD_ASSET_INPUTS) | {"cluster_settings", "broker_clocks"}
     assert stages.GOLD.outputs == GOLD_TABLES
     assert stages.WHATIF.watched() == WHATIF_WATCHED
     assert set(stages.WHATIF.reads) == set(WHATIF_READS)
@@ -54,6 +55,7 @@ def test_code_reads_the_declarations():
     from pipelines.gold import incremental as gold_plan
     from pipelines.gold import runner as gold_runner
     from pipelines.gold import settings as gold_settings
+    from pipelines.silver import clocks as silver_clocks
     from pipelines.silver import decode_job
     from pipelines.silver import runner as silver_runner
     from pipelines.whatif import incremental as whatif_plan
@@ -63,7 +65,7 @@ def test_code_reads_the_declarations():
     assert (gold_plan.WRITER, gold_plan.PREFIX) == ("gold", "gold:")
     assert gold_runner.GOLD_TABLES == GOLD_TABLES
     assert gold_runner.INPUT_FIELDS == tuple(t for t in stages.GOLD.reads if t != "offsets_records")
-    assert stages.GOLD.settings == (gold_settings.TABLE,)
+    assert stages.GOLD.settings == (gold_settings.TABLE, silver_clocks.TABLE)
     assert whatif_plan.WATCHED == WHATIF_WATCHED
     assert whatif_plan.OUTPUTS == ("whatif_episodes", "whatif_summary")
     assert (whatif_plan.WRITER, whatif_plan.APP, whatif_plan.ASSIGNORS_APP) == ("whatif", "whatif:", "whatif:assignors")
@@ -93,8 +95,10 @@ def test_writers_and_position_keys_are_the_ones_lakes_hold():
     assert stages.TARGET_ASSIGNMENTS.position_keys() == tuple("silver:" + t for t in TARGET_INPUTS)
     assert stages.TOPIC_NAMES.writer == "" and stages.REPORT.writer == ""
     assert set(stages.WHATIF.position_keys()) == {"whatif:" + t for t in WHATIF_WATCHED} | {"whatif:assignors"}
+    # gold:broker_clocks came later: a lake whose gold lacks it had no clock offsets applied.
     assert set(stages.GOLD.position_keys()) == {"gold:" + t for t in GOLD_TRACKED} | {
-        "gold:params", "gold:cluster_settings", "gold:format"}
+        "gold:params", "gold:cluster_settings", "gold:broker_clocks", "gold:format"}
+    assert stages.BROKER_CLOCKS.position_keys() == ("silver:coordinator_events",)
 
 
 def test_gold_plan_commits_exactly_the_declared_keys(tmp_path):

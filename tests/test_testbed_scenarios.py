@@ -213,6 +213,16 @@ def test_the_clusters_settings_come_from_the_brokers_logs_and_the_sre(recorded):
                    "consumer_heartbeat_interval_ms": TEST_GROUP_PROPERTIES["group.consumer.heartbeat.interval.ms"]}
 
 
+def test_brokers_on_one_clock_get_no_correction(recorded):
+    """Three brokers on the machine's clock: silver measures each (the lines of one metadata
+    change, logged up to about a second apart) and finds none off the cluster's clock, so
+    gold's times stay as the brokers wrote them."""
+    rows = _rows(recorded, "broker_clocks")
+    print({r["broker"]: r["measured_offset_ms"] for r in rows})
+    assert sorted(r["broker"] for r in rows) == [n.node_id for n in recorded.cluster.brokers]
+    assert all(r["shared_lines"] > 0 and r["clock_offset_ms"] == 0 for r in rows), rows
+
+
 # ----- silver against what the consumers did -------------------------------------------------
 
 @pytest.mark.parametrize("name", sorted(GROUPS))

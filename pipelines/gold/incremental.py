@@ -6,6 +6,9 @@ same commit as its rows):
 * `gold:<input>` = the Delta version of each input table the run read;
 * `gold:params` = a fingerprint (crc32) of the GoldParams and any per-run cluster settings;
 * `gold:cluster_settings` = the version of the `cluster_settings` table (-1: none);
+* `gold:broker_clocks` = a fingerprint (crc32) of the non-zero clock offsets of silver
+  `broker_clocks` (silver rewrites that table whenever the coordinator events change; only
+  a new offset changes gold's inputs);
 * `gold:format` = FORMAT, the version of gold's columns and their meaning.
 
 A run compares them with the lake. Gold is recomputed per consumer group: a group's rows
@@ -36,7 +39,8 @@ none of these: all its rows are new, so the groups of its new rows are all its g
 gold has no rows of it. The rules above look only at the clusters gold has seen.
 
 A full rebuild (every table overwritten) happens when: a gold table is missing or has no
-positions, it was written by a gold of another FORMAT, an input table appeared since, the parameters' fingerprint changed, the `cluster_settings` version changed, an
+positions, it was written by a gold of another FORMAT, an input table appeared since, the parameters' fingerprint changed, the `cluster_settings` version changed, a broker's clock
+offset changed, an
 input's version went backwards, or an input was not only appended to (rows removed:
 overwrite, delete, MERGE). A compaction (`OPTIMIZE`, dataChange false) of rows gold had
 read is no change: versions that moved by compactions alone leave nothing to do.
@@ -58,6 +62,7 @@ WRITER = stages.GOLD.writer  # the writer of gold's positions (pipelines/lake/po
 PREFIX = stages.GOLD.prefix
 PARAMS_ID = PREFIX + "params"
 SETTINGS_ID = PREFIX + "cluster_settings"
+CLOCKS_ID = PREFIX + "broker_clocks"
 FORMAT_ID = PREFIX + "format"
 # Raise when a gold table gains a column or a column's meaning changes: a lake written by
 # an older gold is then rebuilt whole on its next run. An incremental run recomputes only
@@ -78,6 +83,14 @@ GROUP_INPUTS = ("offset_commits", "group_generations", "member_assignments", "co
 BRONZE_OFFSETS = "offsets_records"
 
 
+def clocks_fingerprint(broker_clocks: Iterable[Mapping]) -> int:
+    """crc32 of the non-zero clock offsets (none: that of an empty list, as for a lake
+    without the table)."""
+    applied = sorted((r["cluster"], int(r["broker"]), int(r["clock_offset_ms"]))
+                     for r in broker_clocks if r["clock_offset_ms"])
+    return zlib.crc32(json.dumps(applied).encode("utf-8"))
+
+
 def fingerprint(params: GoldParams, cluster_settings: Iterable[Mapping] | None) -> int:
     """crc32 of the parameters (and the per-run settings rows) as canonical JSON."""
     doc = {"params": dataclasses.asdict(params),
@@ -95,16 +108,20 @@ class Plan:
     positions: dict[str, int] = field(default_factory=dict)  # positions for this run's commits
 
 
-def plan(lake, gold_tables: Iterable[str], params: GoldParams, cluster_settings: Iterable[Mapping] | None) -> Plan:
-    """Decide full / incremental / nothing to do, from the logs only (no Spark)."""
+def plan(lake, gold_tables: Iterable[str], params: GoldParams, cluster_settings: Iterable[Mapping] | None,
+         broker_clocks: Iterable[Mapping] = ()) -> Plan:
+    """Decide full / incremental / nothing to do, from the logs only (no Spark).
+    `broker_clocks`: the rows of silver `broker_clocks` (a handful)."""
     from . import settings
 
     versions = stages.GOLD.versions(lake)
     cs_version = lake.version(settings.TABLE) if lake.exists(settings.TABLE) else -1
     fp = fingerprint(params, cluster_settings)
+    clocks_fp = clocks_fingerprint(broker_clocks)
     positions = stages.GOLD.positions(versions)
     positions[PARAMS_ID] = fp
     positions[SETTINGS_ID] = cs_version
+    positions[CLOCKS_ID] = clocks_fp
     positions[FORMAT_ID] = FORMAT
     p = Plan("full", "", versions, {}, positions)
     recorded = []
@@ -124,6 +141,10 @@ def plan(lake, gold_tables: Iterable[str], params: GoldParams, cluster_settings:
             return p
         if got.get(SETTINGS_ID, -1) != cs_version:
             p.reason = "cluster settings changed"
+            return p
+        # Gold written before the clocks were measured had none to apply.
+        if got.get(CLOCKS_ID, clocks_fingerprint(())) != clocks_fp:
+            p.reason = "a broker's clock offset changed"
             return p
         for t, v in versions.items():
             if PREFIX + t not in got:

@@ -27,6 +27,9 @@ class GoldInputs:
     # (cluster, classic_heartbeat_interval_ms, consumer_session_timeout_ms, consumer_heartbeat_interval_ms):
     # settings the records do not hold, per cluster (see settings.py); missing → GoldParams' defaults.
     cluster_settings: DataFrame | None = None
+    # (cluster, broker, clock_offset_ms, ...): silver `broker_clocks`; read_inputs has already
+    # moved every time onto the cluster's clock with it (clocks.py).
+    broker_clocks: DataFrame | None = None
 
 
 def _param(default, description: str):

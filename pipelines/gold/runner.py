@@ -22,7 +22,9 @@ from pipelines import stages
 from pipelines.lake import Positions
 from pipelines.spark import reliable_checkpoints
 
-from . import incremental, settings, summary
+from pipelines.silver import clocks as silver_clocks
+
+from . import clocks, incremental, settings, summary
 from .model import GoldInputs, GoldParams
 
 log = logging.getLogger(__name__)
@@ -70,6 +72,9 @@ def read_inputs(lake, versions: Mapping[str, int] | None = None, keys=None,
     versions = versions or {}
     kw = {t: lake.read(t, versions.get(t), clusters=clusters if t in GROUP_KEYED else None)
           for t in INPUT_FIELDS if lake.exists(t)}
+    # Which broker led each coordinator term: from every group's events (lines of no group
+    # name the loading broker), before they are narrowed to the touched groups.
+    leaders = clocks.term_leaders(kw["coordinator_events"]) if "coordinator_events" in kw else None
     if keys is not None:
         k = F.broadcast(keys)
         for t in GROUP_KEYED:
@@ -86,7 +91,12 @@ def read_inputs(lake, versions: Mapping[str, int] | None = None, keys=None,
                 .withColumnRenamed("coordinator_partition", "partition")
             b = b.join(F.broadcast(cp), ["cluster", "partition"], "left_semi")
         kw["bronze_positions"] = b
-    return GoldInputs(**kw)
+    return clocks.align(GoldInputs(**kw), leaders, clocks.offsets(read_broker_clocks(lake)))
+
+
+def read_broker_clocks(lake) -> list[dict]:
+    """The lake's broker_clocks rows (none before the first measure)."""
+    return lake.read_arrow(silver_clocks.TABLE).to_pylist() if lake.exists(silver_clocks.TABLE) else []
 
 
 def read_cluster_settings(lake) -> list[dict]:
@@ -164,7 +174,7 @@ def update_gold(lake, params: GoldParams | None = None, cluster_settings: Iterab
     params = params or GoldParams()
     if not all(lake.exists(t) for t in REQUIRED):
         read_inputs(lake)  # raises the clear error
-    p = incremental.plan(lake, GOLD_TABLES, params, cluster_settings)
+    p = incremental.plan(lake, GOLD_TABLES, params, cluster_settings, read_broker_clocks(lake))
     if full:
         p.mode, p.reason = "full", "asked for"
     run = GoldRun(mode=p.mode, reason=p.reason)

@@ -299,6 +299,27 @@ def rebuild_target_assignments(lake) -> int:
     return _rows_in(lake, DERIVED_KIP848)
 
 
+def rebuild_broker_clocks(lake) -> int:
+    """`broker_clocks` from the whole of `coordinator_events` (pipelines/silver/clocks.py),
+    replaced when the events changed (positions `silver:coordinator_events`), so an
+    unchanged input costs no Spark job. Gold tells a new measure from the rows themselves:
+    a new version that measures the same offsets rebuilds nothing. Returns the rows written."""
+    from pipelines.silver import clocks
+
+    stage = stages.BROKER_CLOCKS
+    (events,) = stage.reads
+    if not lake.exists(events):
+        return 0
+    versions = stage.positions(stage.versions(lake))
+    if lake.exists(clocks.TABLE) and lake.positions(clocks.TABLE, stage.writer) == versions:
+        return 0
+    table = clocks.measure(lake.read(events, versions[APP_PREFIX + events]))
+    lake.create(clocks.TABLE, clocks.SCHEMA, description=stage.tables[clocks.TABLE])
+    # A handful of rows per cluster: replaced whole, in one commit.
+    lake.overwrite_where(clocks.TABLE, table, "cluster IS NOT NULL", positions=Positions(stage.writer, versions))
+    return table.num_rows
+
+
 def update_events_silver(lake) -> SilverRun:
     """Bronze `coordinator_log_lines` → `coordinator_events`, incrementally."""
     from pipelines.silver.events_job import parse_log_lines
