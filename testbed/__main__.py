@@ -3,6 +3,7 @@
     python -m testbed --workdir ./testbed-run                  # classic-range, then stop
     python -m testbed --workdir ./testbed-run --scenario kip848-uniform --scenario flapping
     python -m testbed --workdir ./testbed-run --brokers 3 --keep-running   # ^C stops it
+    python -m testbed --workdir ./testbed-run --brokers 3 --clock-skew 1=15 --clock-skew 3=-15
 
 Scenarios given together run at the same time, each with its own group and topic. Prints
 one JSON object: the bootstrap servers, each broker's data dir (the
@@ -32,9 +33,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--brokers", type=int, default=1, help="brokers in the cluster (default 1)")
     parser.add_argument("--offsets-partitions", type=int, default=50,
                         help="partitions of __consumer_offsets (default Kafka's 50)")
+    parser.add_argument("--clock-skew", action="append", default=[], metavar="NODE=SECONDS", type=_skew,
+                        help="run that node's wall clock SECONDS ahead (negative: behind), libfaketime in its "
+                             "JVM alone (repeat per node)")
     parser.add_argument("--keep-running", action="store_true", help="keep the broker up until interrupted")
     parser.add_argument("--debug", action="store_true")
     args = parser.parse_args(argv)
+    skews = dict(args.clock_skew)
+    if any(not 1 <= node <= args.brokers for node in skews):
+        parser.error(f"--clock-skew: nodes are 1..{args.brokers}")
     logging.basicConfig(level=logging.INFO if args.debug else logging.WARNING, stream=sys.stderr)
     names = args.scenario or ["classic-range"]
     # SCENARIOS mixes functions and lambdas, which mypy infers as plain `function`: every
@@ -42,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     factories = cast(dict[str, Callable[..., Iterable[Step]]], SCENARIOS)
     try:
         cluster = KafkaCluster(args.workdir, brokers=args.brokers, offsets_partitions=args.offsets_partitions,
-                               install=True)
+                               install=True, clock_skew_s=skews)
         with cluster:
             t0 = time.monotonic()
             results = run_together(cluster, {n: factories[n](topic=f"{n}-in") for n in names})
@@ -74,6 +81,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"testbed: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 1
     return 0
+
+
+def _skew(text: str) -> tuple[int, float]:
+    node, sep, seconds = text.partition("=")
+    try:
+        if not sep:
+            raise ValueError
+        return int(node), float(seconds)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not NODE=SECONDS: {text!r}") from None
 
 
 if __name__ == "__main__":
