@@ -288,13 +288,24 @@ def test_silver_commits_are_the_acknowledged_commits(recorded, name):
 
 # ----- gold's duplicate windows against what was consumed twice --------------------------------
 
-# The transactional group is left out here: a live reader gets no batch flags, so silver
-# cannot tell its commits are transactional and gold opens windows that cannot happen in an
-# exactly-once app (issue 16). Its silver tables are checked above.
 # The static restart is judged apart (test_a_static_member_restarted_in_its_session_is_its_own_cause):
 # its session never expired, so nothing dates the old process's end and gold takes half a
-# commit interval, bounded by the replacement.
-FINDINGS = sorted(n for n in GROUPS if n not in ("transactional", "static-restart"))
+# commit interval, bounded by the replacement. The transactional group is in: nothing it
+# re-processed took effect, so no window may estimate records (its commits, read live, carry
+# no flag: gold tells them by their markers' offsets, test_live_transactional_commits_are_told_by_their_markers).
+FINDINGS = sorted(n for n in GROUPS if n != "static-restart")
+
+def test_live_transactional_commits_are_told_by_their_markers(recorded):
+    """Read live, no commit carries its batch's flag; gold's commit_attribution flags the
+    transactional app's commits (each batch followed by its COMMIT marker's missing offset)
+    and no other group's."""
+    assert not any(r["transactional"] for r in _rows(recorded, "offset_commits"))
+    flagged: dict[str, set] = defaultdict(set)
+    for r in _rows(recorded, "commit_attribution"):
+        flagged[r["group_id"]].add(bool(r["transactional"]))
+    assert flagged[GROUPS["transactional"]] == {True}, flagged
+    assert not {g: f for g, f in flagged.items() if g != GROUPS["transactional"] and True in f}, flagged
+
 
 def _windows(recorded: Recorded, group: str) -> list[dict]:
     return _rows(recorded, "duplicate_windows", group)

@@ -31,7 +31,7 @@ def build_all(inputs: GoldInputs, params: GoldParams | None = None) -> dict:
     The shared intermediate results (snapshots, ownership, attribution, episodes) are
     computed here, once; the tables returned are lazy DataFrames over them.
     """
-    from . import anomalies, coverage, duplicates, episodes, idle, lag, ownership, storms
+    from . import anomalies, coverage, duplicates, episodes, idle, lag, ownership, storms, transactions
 
     params = params or GoldParams()
     # Inputs are not pinned: each table's plan reads the few it needs straight from their
@@ -39,7 +39,9 @@ def build_all(inputs: GoldInputs, params: GoldParams | None = None) -> dict:
     # The intermediate results several tables share are pinned once.
     snaps = ownership.assignment_snapshots(inputs)  # a projection: cheaper re-read than pinned
     holdings = pin(ownership.build_ownership_intervals(inputs, snaps, params))
-    attributed = pin(ownership.build_commit_attribution(inputs, holdings))
+    # Live-read commits of an app committing through its producer carry no flag: told by
+    # their markers' offsets (transactions.py).
+    attributed = pin(transactions.with_inferred(inputs, ownership.build_commit_attribution(inputs, holdings)))
     # Each handover's old owner's stop: the duplicate windows and the episodes' unconsumed time.
     handed = pin(duplicates.handover_estimates(inputs, holdings, attributed, params))
     # Lag: a table of its own, and each episode's lag when it started.

@@ -33,6 +33,9 @@ Cross-group dependencies, and how they are covered:
 * topic names (`topic_ids`, KIP-848): groups whose assignments name a new topic id.
 * sampled log-end offsets (`partition_end_offsets`, live): groups with commits on a
   topic-partition that got new samples.
+* live-read transactional commits (`transactions.py`, told by the one missing offset after
+  each batch): groups with a live commit in the last two offsets of a coordinator partition
+  before its new bronze rows.
 
 A cluster none of the inputs had at gold's positions (a cluster added to the lake) needs
 none of these: all its rows are new, so the groups of its new rows are all its groups, and
@@ -259,6 +262,8 @@ def _hole_groups(lake, p: Plan, clusters: set | None) -> list:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
+    from .transactions import LIVE_SOURCE
+
     t = BRONZE_OFFSETS
     if t not in p.versions or p.since[t] >= p.versions[t] or clusters == set():
         return []
@@ -281,4 +286,14 @@ def _hole_groups(lake, p: Plan, clusters: set | None) -> list:
         if lake.exists(s):
             out.append(lake.read(s, clusters=clusters)
                        .join(F.broadcast(changed), ["cluster", "coordinator_partition"], "left_semi").select(*KEY))
+    if lake.exists("offset_commits") and ends:
+        # A live-read commit batch at the old end: whether exactly one offset (a COMMIT
+        # marker) followed it is known only from the new rows (gold/transactions.py).
+        tail = spark.createDataFrame([(c, int(part), int(m) - 1) for (c, part), m in ends.items()],
+                                     "cluster string, coordinator_partition int, _tail long")
+        grew = new.select("cluster", F.col("partition").alias("coordinator_partition")).distinct()
+        out.append(lake.read("offset_commits", clusters=clusters).where(F.col("source") == LIVE_SOURCE)
+                   .join(F.broadcast(tail), ["cluster", "coordinator_partition"])
+                   .where(F.col("log_offset") >= F.col("_tail"))
+                   .join(F.broadcast(grew), ["cluster", "coordinator_partition"], "left_semi").select(*KEY))
     return out
