@@ -58,12 +58,13 @@ class GoldRun:
 
 
 def read_inputs(lake, versions: Mapping[str, int] | None = None, keys=None,
-                clusters: Iterable[str] | None = None) -> GoldInputs:
+                clusters: Iterable[str] | None = None, broker_clocks: list[dict] | None = None) -> GoldInputs:
     """The lake's silver tables as GoldInputs (optional ones when they exist), at
     `versions` where given; with `keys` ((cluster, group_id) DataFrame), the group-keyed
     tables hold only those groups' rows. `clusters` (those of `keys`, known on the driver)
     prunes the reads to those clusters' partitions before the join: an increment of one
-    cluster reads none of the others' files."""
+    cluster reads none of the others' files. `broker_clocks`: the rows of silver
+    `broker_clocks` the times are lined up with (default: the lake's)."""
     from pyspark.sql import functions as F
 
     missing = [t for t in REQUIRED if not lake.exists(t)]
@@ -91,7 +92,9 @@ def read_inputs(lake, versions: Mapping[str, int] | None = None, keys=None,
                 .withColumnRenamed("coordinator_partition", "partition")
             b = b.join(F.broadcast(cp), ["cluster", "partition"], "left_semi")
         kw["bronze_positions"] = b
-    return clocks.align(GoldInputs(**kw), leaders, clocks.offsets(read_broker_clocks(lake)))
+    if broker_clocks is None:
+        broker_clocks = read_broker_clocks(lake)
+    return clocks.align(GoldInputs(**kw), leaders, clocks.offsets(broker_clocks))
 
 
 def read_broker_clocks(lake) -> list[dict]:
@@ -174,7 +177,9 @@ def update_gold(lake, params: GoldParams | None = None, cluster_settings: Iterab
     params = params or GoldParams()
     if not all(lake.exists(t) for t in REQUIRED):
         read_inputs(lake)  # raises the clear error
-    p = incremental.plan(lake, GOLD_TABLES, params, cluster_settings, read_broker_clocks(lake))
+    # Read once: the offsets the plan fingerprints are the ones the inputs get.
+    broker_clocks = read_broker_clocks(lake)
+    p = incremental.plan(lake, GOLD_TABLES, params, cluster_settings, broker_clocks)
     if full:
         p.mode, p.reason = "full", "asked for"
     run = GoldRun(mode=p.mode, reason=p.reason)
@@ -197,7 +202,8 @@ def update_gold(lake, params: GoldParams | None = None, cluster_settings: Iterab
             return run
         # Collected once, handed back as a small local relation: every use is a broadcast.
         keys = lake.spark.createDataFrame(found, "cluster string, group_id string")
-    inputs = read_inputs(lake, p.versions, keys, clusters=None if keys is None else {c for c, _ in found})
+    inputs = read_inputs(lake, p.versions, keys, clusters=None if keys is None else {c for c, _ in found},
+                         broker_clocks=broker_clocks)
     if cluster_settings is not None:
         inputs.cluster_settings = settings.to_spark(lake.spark, cluster_settings)
     written: dict[str, int] = {}
