@@ -303,16 +303,26 @@ def test_no_window_where_nothing_was_consumed_twice(failed_over):
     estimated = sum(w["estimated_records"] or 0 for w in windows)
     print(f"{len(duplicates)} records consumed twice; {len(windows)} windows estimating {estimated}")
     # The members commit every second and each partition gets a record every 0.3 s: what an
-    # old owner processed after its last commit is a record or three, and whether the last
-    # one came before or after the kill is chance (a run had partitions with none, another
-    # with one to three each). The estimate is the owner's rate over half a commit interval:
-    # a window may claim a record where none came, never more than the owner could process
-    # in one commit interval, and the windows together hold what was consumed twice.
+    # old owner processed after its last commit is a record or three, and how many is where
+    # the kill fell in its commit interval: chance (runs had 7 and 10 such records for the
+    # same estimate). The estimate is the owner's rate over half a commit interval: the middle
+    # of what it could have processed. So a window may claim a record where none came, never
+    # more than the owner could process in one commit interval; and each old owner's windows
+    # are within half an interval's worth of what it really processed again. (All of an
+    # owner's partitions share its commit phase, so with two owners the total cannot be held
+    # to a percentage: CI saw 11 estimated against 7 processed twice.)
     empty = [w for w in windows if (w["estimated_records"] or 0) > 0
              and not any(covers(w, *d) for d in duplicates)]
     assert all(w["estimated_records"] <= math.ceil(w["rate_per_s"] * w["commit_interval_ms"] / 1000)
                for w in empty), empty
-    assert abs(estimated - len(duplicates)) <= max(3, 0.5 * len(duplicates)), (estimated, len(duplicates))
+    by_owner: dict[str, list[dict]] = {}
+    for w in windows:
+        by_owner.setdefault(w["from_member"], []).append(w)
+    for owner, ws in by_owner.items():
+        again = sum(1 for d in duplicates if any(covers(w, *d) for w in ws))
+        owner_estimate = sum(w["estimated_records"] or 0 for w in ws)
+        half_interval = sum(math.ceil(w["rate_per_s"] * w["commit_interval_ms"] / 2000) for w in ws)
+        assert abs(owner_estimate - again) <= half_interval, (owner, owner_estimate, again, half_interval)
     outside = [d for d in duplicates if not any(covers(w, *d) for w in windows)]
     assert len(outside) <= 0.01 * len(duplicates), sorted(outside)[:20]
 
