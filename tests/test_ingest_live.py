@@ -7,9 +7,10 @@ other tests' groups and transactions must not land in another module's broker.
 * SIGKILLed at 20+ random points while a classic group, a KIP-848 group, a transactional
   consume-transform-produce group and a writer of aborted/committed transactional offset
   commits run, then run once to the end: bronze equals what a read_committed reader of the
-  topic sees, byte for byte, with no duplicate, and the stored positions are the ends.
+  topic sees, byte for byte, with no duplicate, plus the aborted records of the ranges that
+  reader skips, flagged `aborted`; the stored positions are the ends.
 * A run stops at an open transaction (the last stable offset) and a later run goes on past
-  its ABORT/COMMIT marker; aborted commits never reach bronze.
+  its ABORT/COMMIT marker; the aborted commit never reaches bronze as one.
 * A run ends while every partition keeps receiving commits.
 """
 from __future__ import annotations
@@ -176,9 +177,29 @@ class _TxnOffsetsWriter(threading.Thread):
 
 
 def _bronze(lake_dir: Path):
-    rows = Lake(lake_dir).read_arrow("offsets_records", columns=["cluster", "partition", "offset", "key", "value", "source"])
-    got = sorted(zip(rows["partition"].to_pylist(), rows["offset"].to_pylist(), rows["key"].to_pylist(), rows["value"].to_pylist()))
+    """(bronze rows, the (partition, offset, key, value) of those not flagged aborted: what a
+    read_committed reader gets)."""
+    rows = Lake(lake_dir).read_arrow("offsets_records",
+                                     columns=["cluster", "partition", "offset", "key", "value", "source", "aborted"])
+    got = sorted(r for r, aborted in zip(_records(rows), rows["aborted"].to_pylist()) if not aborted)
     return rows, got
+
+
+def _records(rows) -> list[tuple]:
+    return list(zip(rows["partition"].to_pylist(), rows["offset"].to_pylist(), rows["key"].to_pylist(),
+                    rows["value"].to_pylist()))
+
+
+def _skipped_runs(committed: dict[int, list[int]], ends: dict[int, int]) -> set[tuple[int, int]]:
+    """(partition, offset) inside the runs of two or more offsets a read_committed reader
+    skips, between its records and up to the partition's end."""
+    out = set()
+    for p, offsets in committed.items():
+        edges = sorted(offsets) + [ends[p]]
+        for lo, hi in zip(edges, edges[1:]):
+            if hi - lo > 2:
+                out.update((p, o) for o in range(lo + 1, hi))
+    return out
 
 
 def _delta_commits(lake_dir: Path) -> int:
@@ -274,6 +295,16 @@ def test_sigkilled_ingestion_equals_a_read_committed_reader(cluster, tmp_path, c
     aborted = {(r.partition, r.offset) for r in everything} - {(r.partition, r.offset) for r in topic}
     assert len(aborted) >= raw.aborted > 0
     assert not aborted & {(p, o) for p, o, _, _ in got}
+    # ... and what of them lies in runs of skipped offsets was read back: stored flagged
+    # aborted, bytes untouched, never as a commit (silver drops them).
+    committed: dict[int, list[int]] = {}
+    for r in topic:
+        committed.setdefault(r.partition, []).append(r.offset)
+    runs = _skipped_runs(committed, ends)
+    flagged = sorted(r for r, a in zip(_records(rows), rows["aborted"].to_pylist()) if a)
+    assert flagged == sorted((r.partition, r.offset, r.key, r.value) for r in everything
+                             if (r.partition, r.offset) in aborted and (r.partition, r.offset) in runs)
+    assert len(flagged) >= raw.aborted  # two records each, in a run with their ABORT marker
     per_partition = Counter(r.partition for r in everything)
     markers = sum(ends[p] - per_partition[p] for p in range(PARTITIONS))  # nothing compacted yet
     assert markers >= raw.committed + raw.aborted
@@ -298,7 +329,7 @@ def test_sigkilled_ingestion_equals_a_read_committed_reader(cluster, tmp_path, c
     with capsys.disabled():
         print(f"\nSIGKILLed ingest kafka {kills} times ({killed_after_commit} after a commit of that run, "
               f"{completed} runs ended on their own, median run {typical:.1f} s); {len(got)} rows, 0 lost, 0 duplicated; "
-              f"{len(aborted)} aborted and {markers} control records not stored; "
+              f"{len(aborted)} aborted records ({len(flagged)} read back and flagged), {markers} control records; "
               f"{time.monotonic() - t0:.0f} s")
 
 

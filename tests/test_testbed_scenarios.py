@@ -307,6 +307,17 @@ def test_live_transactional_commits_are_told_by_their_markers(recorded):
     assert not {g: f for g, f in flagged.items() if g != GROUPS["transactional"] and True in f}, flagged
 
 
+def test_aborted_transactions_read_live_are_no_coverage_gap(recorded):
+    """Nothing is compacted on the testbed (`__consumer_offsets` segments are far from
+    rolling), yet the transactional app aborted transactions, which a read_committed reader
+    skips. Read live, those ranges were read back (their records stored flagged `aborted`),
+    so no range of `__consumer_offsets` reads as compacted."""
+    bronze = recorded.lake.read_arrow("offsets_records", columns=["cluster", "aborted"]).to_pylist()
+    assert sum(1 for r in bronze if r["cluster"] == CLUSTER and r["aborted"]) > 0
+    gaps = [r for r in _rows(recorded, "coverage_gaps") if r["kind"] == "compacted_range"]
+    assert not gaps, gaps[:5]
+
+
 def _windows(recorded: Recorded, group: str) -> list[dict]:
     return _rows(recorded, "duplicate_windows", group)
 

@@ -3,7 +3,10 @@
 * `compacted_range`: log offsets missing from a `__consumer_offsets` partition (the cleaner
   removed them, or retention deleted whole segments before the input starts); reported for
   every group with records in that partition. Single missing offsets are not holes: they are
-  transaction markers, which a consumer never receives.
+  transaction markers, which a consumer never receives. Live ingestion reads back the
+  records of aborted transactions, which read_committed skips (bronze `aborted`), so their
+  ranges are no holes either; nor are runs of markers side by side
+  (`transactions.without_marker_runs`).
 * `generation_history_starts_late`: a group's first persisted generation is above 1 and
   records before it are missing.
 * `offsets_deleted`: an offset tombstone (expiry, DeleteGroups, OffsetDelete).

@@ -18,6 +18,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from . import events as ev_mod
+from . import transactions
 from .model import GoldInputs, GoldParams, converted, ms
 from .ownership import GROUP_KEYS, TP_KEYS
 
@@ -54,7 +55,10 @@ def _holes(inputs: GoldInputs) -> DataFrame | None:
         b = b.withColumn("_live", F.lit(True))
     step = F.when(F.col("_live"), 2).otherwise(1)
     mid = b.where(F.col("offset") - F.col("_prev") > step).select(
-        "cluster", "partition", (F.col("_prev") + 1).alias("hole_from"), F.col("offset").alias("hole_to"))
+        "cluster", "partition", (F.col("_prev") + 1).alias("hole_from"), F.col("offset").alias("hole_to"), "_live")
+    # Live, several markers can stand side by side (transactions.py).
+    live_holes = transactions.without_marker_runs(b, mid.where(F.col("_live")).drop("_live"))
+    mid = mid.where(~F.col("_live")).drop("_live").unionByName(live_holes)
     return first.select("cluster", "partition", "hole_from", "hole_to").unionByName(mid) \
         .withColumnRenamed("partition", "coordinator_partition")
 

@@ -262,13 +262,14 @@ def _hole_groups(lake, p: Plan, clusters: set | None) -> list:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from .transactions import LIVE_SOURCE
+    from .transactions import LIVE_SOURCE, aborted
 
     t = BRONZE_OFFSETS
     if t not in p.versions or p.since[t] >= p.versions[t] or clusters == set():
         return []
     since = p.since[t]
-    new = lake.read_since(t, "ingest_version", since, p.versions[t]).select("cluster", "partition", "offset")
+    new = lake.read_since(t, "ingest_version", since, p.versions[t])
+    new = new.select("cluster", "partition", "offset", aborted(new).alias("_aborted"))
     if clusters is not None:
         new = new.where(F.col("cluster").isin(sorted(clusters)))
     ends = lake.partition_max(t, "offset", since) if since >= 0 else {}
@@ -278,8 +279,10 @@ def _hole_groups(lake, p: Plan, clusters: set | None) -> list:
     w = Window.partitionBy("cluster", "partition").orderBy("offset")
     n = new.join(F.broadcast(old), ["cluster", "partition"], "left") \
         .withColumn("_prev", F.coalesce(F.lag("offset").over(w), F.col("_old_end")))
+    # A record of an aborted transaction makes its group transactional, which can turn the
+    # partition's earlier runs of missing offsets into markers (transactions.without_marker_runs).
     changed = n.where(F.col("_old_end").isNull() | (F.col("offset") < F.col("_old_end"))
-                      | (F.col("offset") - F.col("_prev") > 2)) \
+                      | (F.col("offset") - F.col("_prev") > 2) | F.col("_aborted")) \
         .select("cluster", F.col("partition").alias("coordinator_partition")).distinct()
     out = []
     for s in ("offset_commits", "group_generations"):

@@ -19,7 +19,8 @@ class GoldInputs:
     current_assignments: DataFrame | None = None
     target_assignments: DataFrame | None = None
     topic_ids: DataFrame | None = None
-    # (cluster, partition, offset, control) of every bronze record: where the input has holes.
+    # (cluster, partition, offset, control, source, aborted, key_group) of every bronze record:
+    # where the input has holes, and what live ingestion read back of aborted transactions.
     bronze_positions: DataFrame | None = None
     coordinator_events: DataFrame | None = None
     # live mode: (cluster, topic, partition, end_offset, sampled_at)

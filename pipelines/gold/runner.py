@@ -24,7 +24,7 @@ from pipelines.spark import reliable_checkpoints
 
 from pipelines.silver import clocks as silver_clocks
 
-from . import clocks, incremental, settings, summary
+from . import clocks, incremental, settings, summary, transactions
 from .model import GoldInputs, GoldParams
 
 log = logging.getLogger(__name__)
@@ -83,8 +83,9 @@ def read_inputs(lake, versions: Mapping[str, int] | None = None, keys=None,
                 kw[t] = kw[t].join(k, ["cluster", "group_id"], "left_semi")
     if lake.exists("offsets_records"):
         # Where the input has holes (compaction, retention): bronze positions per partition.
-        b = lake.read("offsets_records", versions.get("offsets_records"), clusters=clusters) \
-            .select("cluster", "partition", "offset", "control", "source")
+        b = lake.read("offsets_records", versions.get("offsets_records"), clusters=clusters)
+        b = b.select("cluster", "partition", "offset", "control", "source",
+                     transactions.aborted(b).alias("aborted"), transactions.key_group(b).alias("key_group"))
         if keys is not None:
             # Only the coordinator partitions of the touched groups.
             cp = kw["offset_commits"].select("cluster", "coordinator_partition") \

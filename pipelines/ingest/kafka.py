@@ -3,7 +3,14 @@
 * Every partition is read with `assign()` (no group membership, no offset commits: reading
   leaves no trace on the cluster) and `isolation.level=read_committed`. librdkafka never
   delivers control records, and with read_committed it drops aborted transactional
-  records: aborted offset commits never reach bronze from this path.
+  records: what it skips reads as missing offsets.
+* Missing offsets, two or more in a row, are read back before the rows are committed, with
+  a read_uncommitted consumer: what it delivers there belongs to aborted transactions (the
+  range lies below the last stable offset, so every transaction in it has ended) and is
+  stored with `aborted` true, so that silver drops it and gold does not take the range for
+  compaction. What neither reader gets is transaction markers or records compaction
+  removed. A single missing offset is a marker (each transaction ends with one), and is
+  not read back: on a busy transactional partition that would read it all twice.
 * Exactly once: the position of each partition (the next offset to read) is stored as a
   position `kafka:<cluster>:<partition>` (writer `kafka:<cluster>`, pipelines/lake/positions.py)
   committed with the rows read
@@ -138,7 +145,7 @@ def _consumer_config(config: Mapping[str, object]) -> dict:
 class _Consumer:
     """The librdkafka consumer, with its errors kept free of property values."""
 
-    def __init__(self, config: Mapping[str, object], timeout: float):
+    def __init__(self, config: Mapping[str, object], timeout: float, isolation: str = "read_committed"):
         from confluent_kafka import Consumer
 
         self.secrets = [str(v) for k, v in config.items() if k not in ("bootstrap.servers",)]
@@ -148,6 +155,7 @@ class _Consumer:
         # a run stalls, so the error says which broker is in trouble, not only that one is.
         self.broker_errors: dict[str, tuple[str, str]] = {}
         conf = _consumer_config(config)
+        conf["isolation.level"] = isolation
         conf["error_cb"] = self._on_error
         conf["logger"] = CLIENT_LOG
         self.timeout = timeout
@@ -273,6 +281,63 @@ def _end_targets(consumer: _Consumer, partitions: list[int], timeout: float) -> 
     return {tp.partition: tp.offset for tp in found if tp.error is None and tp.offset >= 0}
 
 
+class _SkippedReader:
+    """Reads back the ranges the read_committed reader skipped, with read_uncommitted.
+
+    One consumer per run, made at the first range: most clusters never need it."""
+
+    def __init__(self, config: Mapping[str, object], timeout: float):
+        self.config = config
+        self.timeout = timeout
+        self.consumer: _Consumer | None = None
+
+    def read(self, skipped: Mapping[int, list[tuple[int, int]]], cluster: str, ingested_at) -> list[dict]:
+        """The rows of the records inside `skipped` (partition → [from, to) ranges, in order)."""
+        from confluent_kafka import KafkaError, TopicPartition
+
+        if self.consumer is None:
+            self.consumer = _Consumer(self.config, self.timeout, isolation="read_uncommitted")
+        c = self.consumer
+        # Read each partition from its first range's start past its last range's end: one
+        # pass, keeping what falls inside a range.
+        until = {p: ranges[-1][1] for p, ranges in skipped.items() if ranges}
+        c.c.assign([TopicPartition(TOPIC, p, skipped[p][0][0]) for p in until])
+        rows: list[dict] = []
+        last_progress = time.monotonic()
+        try:
+            while until:
+                if c.fatal:
+                    raise IngestError(f"Kafka client error: {c.fatal}")
+                if time.monotonic() - last_progress > self.timeout:
+                    stuck = sorted(until)
+                    raise IngestError(
+                        f"no data from Kafka at {c.bootstrap} for {self.timeout:g}s reading back the offsets "
+                        f"read_committed skipped in partitions {stuck[:10]}" + c.stall_detail(stuck))
+                for msg in c.c.consume(num_messages=1000, timeout=0.2):
+                    last_progress = time.monotonic()
+                    p, off, err = msg.partition(), msg.offset(), msg.error()
+                    if p not in until:
+                        continue
+                    if err is not None:
+                        if err.code() == KafkaError._PARTITION_EOF:
+                            del until[p]  # the range's end is below the end: nothing more to find
+                        elif err.fatal() or off is not None and off >= 0:
+                            raise IngestError(f"reading back partition {p} at {off}: {_mask(err.str(), c.secrets)}")
+                        continue
+                    assert off is not None  # a record always has one
+                    if off >= until[p]:
+                        del until[p]
+                    elif any(lo <= off < hi for lo, hi in skipped[p]):
+                        rows.append({**_row(msg, cluster, ingested_at), "transactional": True, "aborted": True})
+        finally:
+            c.c.unassign()
+        return rows
+
+    def close(self) -> None:
+        if self.consumer is not None:
+            self.consumer.close()
+
+
 def ingest_kafka(
     lake,
     config: Mapping[str, object],
@@ -302,6 +367,7 @@ def ingest_kafka(
     records = offsets_writer(lake, summary, chunk_rows=1 << 62)  # flushed here, with positions
     quarantine = quarantine_writer(lake, summary)
     consumer = _Consumer(config, timeout)
+    skipped_reader = _SkippedReader(config, timeout)
     try:
         partitions = consumer.partitions(TOPIC)
         # Reachable: who it is decides the name, and the name the positions to resume from.
@@ -317,12 +383,29 @@ def ingest_kafka(
         # Done: read to an end it had during this run (see the module docstring); never undone.
         done: set[int] = {p for p in partitions if start[p] is not None and p in targets and start[p] >= targets[p]}
         commit_topics: set[tuple[str, int]] = set()
+        # partition → [from, to) ranges of two or more offsets the reader skipped, not yet committed.
+        skipped: dict[int, list[tuple[int, int]]] = {}
+        summary.extra["aborted_records"] = 0
         pending = 0
         last_progress = time.monotonic()
         ingested_at = now_utc()
 
+        def skip_to(p: int, off: int) -> None:
+            """The reader got to `off` on `p`: note what it skipped since the last offset."""
+            expected = positions.get(p, start.get(p))
+            if expected is not None and off - expected >= 2:
+                skipped.setdefault(p, []).append((expected, off))
+
         def commit() -> None:
-            nonlocal pending, positions
+            nonlocal pending, positions, skipped
+            if skipped:
+                # In the same commit as the rows and positions around them: a crash never
+                # leaves a range stored as skipped that was not read back.
+                aborted = skipped_reader.read(skipped, cluster, ingested_at)
+                for row in aborted:
+                    records.add(row)
+                summary.extra["aborted_records"] += len(aborted)
+                skipped = {}
             quarantine.flush()
             moved = {app_id(cluster, p): o for p, o in positions.items() if start.get(p) != o}
             inserted = records.flush(positions=Positions(writer(cluster), moved, partial=True) if moved else None, metadata={"rebalance_audit.ingest": "kafka"})
@@ -358,8 +441,9 @@ def ingest_kafka(
                         done.add(p)
                         if off is not None and off >= 0:
                             # EOF offset = next offset; with read_committed it can lie past
-                            # trailing transaction markers, which need no re-reading.
+                            # trailing transaction markers and aborted records.
                             if start.get(p) is None or off > start[p]:
+                                skip_to(p, off)
                                 positions[p] = max(positions.get(p, -1), off)
                         continue
                     if p is None or p < 0 or off is None or off < 0:
@@ -378,6 +462,7 @@ def ingest_kafka(
                 assert p is not None and off is not None  # a record always has both
                 summary.seen += 1
                 pending += 1
+                skip_to(p, off)
                 records.add(_row(msg, cluster, ingested_at))
                 positions[p] = off + 1
                 if p in targets and positions[p] >= targets[p]:
@@ -399,6 +484,7 @@ def ingest_kafka(
         _report_open_transactions(config, partitions, summary, timeout)
         identity.register(lake, cluster, found)
     finally:
+        skipped_reader.close()
         consumer.close()
     return summary
 

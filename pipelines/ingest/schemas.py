@@ -43,6 +43,10 @@ OFFSETS_RECORDS = BronzeTable(
             ("compression", pa.string()),
             ("transactional", pa.bool_()),
             ("control", pa.bool_()),          # transaction marker (COMMIT/ABORT in key)
+            # Read live: true on a record of an aborted transaction (read back, read_uncommitted,
+            # from a range the read_committed reader skipped); null from segments, whose
+            # markers say it (silver resolves them).
+            ("aborted", pa.bool_()),
             ("producer_id", pa.int64()),
             ("producer_epoch", pa.int32()),
             ("base_sequence", pa.int32()),

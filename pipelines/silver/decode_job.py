@@ -163,8 +163,12 @@ def error_rows(decoded: DataFrame) -> DataFrame:
 
 
 def data_records(bronze: DataFrame) -> DataFrame:
-    """Bronze rows that are coordinator records (not transaction markers), with their type."""
-    return bronze.where(~F.coalesce(F.col("control"), F.lit(False))).withColumn("record_type", key_type_column())
+    """Bronze rows that are coordinator records (not transaction markers, not records of an
+    aborted transaction read live: those never took effect), with their type."""
+    kept = ~F.coalesce(F.col("control"), F.lit(False))
+    if "aborted" in bronze.columns:  # lakes whose bronze predates the column have none
+        kept = kept & ~F.coalesce(F.col("aborted"), F.lit(False))
+    return bronze.where(kept).withColumn("record_type", key_type_column())
 
 
 def resolve_transactions(commits: DataFrame, bronze_markers: DataFrame) -> tuple[DataFrame, DataFrame]:

@@ -222,6 +222,9 @@ def run_kafka(args: argparse.Namespace) -> int:
     x = summary.extra
     state = "caught up" if x.get("caught_up") else "stopped at a bound (run again to continue)"
     print(f"  {x.get('partitions', 0)} partitions, {state}")
+    if x.get("aborted_records"):
+        print(f"  {x['aborted_records']} records of aborted transactions (read back where read_committed skips; "
+              f"stored with aborted=true, never taken as commits)")
     for partition, (stable, end) in x.get("held_by_open_transactions", {}).items():
         print(f"  partition {partition}: an open transaction holds its last stable offset at {stable} (log end "
               f"{end}); what follows is read once it commits or aborts (if it never does, it is hanging: "
