@@ -61,23 +61,29 @@ COMMON = dict(seed=42, kafka_version="3.9-new", kip848_fraction=0.1, transaction
               offsets_partitions=50, commit_interval_ms=5000)
 
 
-def proc_tree_rss(pid: int) -> int:
-    """Resident bytes of `pid` and all its descendants (Linux /proc)."""
-    total, todo = 0, [pid]
+def proc_tree_rss(pid: int) -> dict[str, int]:
+    """Resident bytes of `pid` and all its descendants (Linux /proc), per process name
+    (`java`: the Spark JVM; `python`: the CLI and Dagster's processes)."""
+    by_name: dict[str, int] = {}
+    todo = [pid]
     while todo:
         p = todo.pop()
         try:
+            name = ""
             with open(f"/proc/{p}/status") as f:
                 for line in f:
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1]) * 1024
+                    if line.startswith("Name:"):
+                        name = line.split()[1] if len(line.split()) > 1 else ""
+                        name = "python" if name.startswith("python") else name
+                    elif line.startswith("VmRSS:"):
+                        by_name[name] = by_name.get(name, 0) + int(line.split()[1]) * 1024
                         break
             for t in os.listdir(f"/proc/{p}/task"):
                 with open(f"/proc/{p}/task/{t}/children") as f:
                     todo += [int(x) for x in f.read().split()]
         except (FileNotFoundError, ProcessLookupError, PermissionError):
             continue
-    return total
+    return by_name
 
 
 def timed_run(cmd: list[str], outcome: dict | None = None, stderr_log: Path | None = None,
@@ -94,7 +100,11 @@ def timed_run(cmd: list[str], outcome: dict | None = None, stderr_log: Path | No
 
     def sample():
         while not done.is_set():
-            peak[0] = max(peak[0], proc_tree_rss(proc.pid))
+            by_name = proc_tree_rss(proc.pid)
+            if sum(by_name.values()) > peak[0]:
+                peak[0] = sum(by_name.values())
+                if outcome is not None:  # where the memory is at the peak
+                    outcome["peak_rss_by_process_mb"] = {k: round(v / 2**20) for k, v in sorted(by_name.items())}
             done.wait(0.2)
 
     th = threading.Thread(target=sample, daemon=True)
