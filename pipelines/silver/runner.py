@@ -178,7 +178,8 @@ def _update_classic(lake, run: SilverRun, decoded: DataFrame, pending: dict, pre
     gen_since = pending.get("group_generations")
     late = late_generations = None
     if gen_since is not None:
-        converted_late = _late_conversions(lake, decoded, gen_since, present)
+        old = _generations_touched(lake, gen_since)
+        converted_late = _late_conversions(old, decoded, gen_since, present)
         if not _has_new("group_generations", gen_since, present) and converted_late is None:
             # No GroupMetadata record in the increment: no members either.
             for table in CLASSIC_TABLES:
@@ -186,7 +187,7 @@ def _update_classic(lake, run: SilverRun, decoded: DataFrame, pending: dict, pre
                     _advance(lake, table, decode_job.DECODED_TABLES[table], BRONZE_OFFSETS, run.bronze_version)
             return
         new = decode_job.mark_conversions(decode_job.table_rows(decoded, "group_generations", gen_since), decoded)
-        generations, late, late_generations = _number_incarnations(lake, new, gen_since, converted_late)
+        generations, late, late_generations = _number_incarnations(old, new, converted_late)
     else:
         # Only the members are behind (a crash between the two writes below): the
         # generations they take their incarnation from are in silver already.
@@ -221,37 +222,40 @@ GENERATION_ROW = ["cluster", "coordinator_partition", "log_offset"]
 MEMBER_ROW = GENERATION_ROW + ["member_id", "topic", "partition"]
 
 
-def _late_conversions(lake, decoded: DataFrame, since: int, present: dict) -> DataFrame | None:
-    """(cluster, coordinator_partition, log_offset, group_id) of GroupMetadata tombstones in
-    silver, taken as deletions, whose next record, a KIP-848 record of their group, is in
-    this increment: conversions whose batch two ingestion commits split (live ingestion
-    commits every N records, wherever a batch ends). None when there is none."""
-    if not lake.exists("group_generations") or not any(
-            _has_new(t, since, present) for t in decode_job.KIP848_GROUP_TABLES):
+def _generations_touched(lake, since: int) -> DataFrame | None:
+    """Silver's generation rows of the clusters the increment since bronze version `since`
+    touches (None: no table yet). The other clusters' history is not read (all of it when
+    bronze is not partitioned by cluster)."""
+    if not lake.exists("group_generations"):
         return None
-    clusters = lake.added_partition_values(BRONZE_OFFSETS, since, "cluster")
-    old = lake.read("group_generations", clusters=clusters)
+    return lake.read("group_generations", clusters=lake.added_partition_values(BRONZE_OFFSETS, since, "cluster"))
+
+
+def _late_conversions(old: DataFrame | None, decoded: DataFrame, since: int, present: dict) -> DataFrame | None:
+    """(cluster, coordinator_partition, log_offset, group_id) of GroupMetadata tombstones in
+    silver (`old`), taken as deletions, whose next record, a KIP-848 record of their group,
+    is in this increment: conversions whose batch two ingestion commits split (live
+    ingestion commits every N records, wherever a batch ends). None when there is none."""
+    if old is None or not any(_has_new(t, since, present) for t in decode_job.KIP848_GROUP_TABLES):
+        return None
     tombstones = old.where(decode_job.ends_incarnation(old)).select(*GENERATION_ROW, "group_id")
     found = decode_job.mark_conversions(tombstones.withColumn("is_deletion", F.lit(True)), decoded) \
         .where(F.col("converted")).select(*GENERATION_ROW, "group_id")
     return None if found.isEmpty() else found
 
 
-def _number_incarnations(lake, new: DataFrame, since: int, converted_late: DataFrame | None = None):
+def _number_incarnations(old: DataFrame | None, new: DataFrame, converted_late: DataFrame | None = None):
     """Incarnations of the new generation rows, as if every record had arrived in log order.
 
     A group's deletions before a record number its incarnation, so records that arrive
     after later ones of their group (another broker's older segments, a backfill after live
     ingestion) renumber what follows them: such a group is renumbered whole, as is a group
     whose deletion turned out to be a conversion (`converted_late`, from `_late_conversions`).
-    Returns the in-order groups' new rows, and the late groups' keys and whole history
-    (None, None when every group's new records come after its old ones)."""
-    if not lake.exists("group_generations"):
+    `old`: silver's rows of the increment's clusters (`_generations_touched`). Returns the
+    in-order groups' new rows, and the late groups' keys and whole history (None, None when
+    every group's new records come after its old ones)."""
+    if old is None:
         return decode_job.add_incarnations(new, None), None, None
-    # Only the clusters the increment touches: the other clusters' history is not read
-    # (None: bronze not partitioned by cluster, read it all).
-    clusters = lake.added_partition_values(BRONZE_OFFSETS, since, "cluster")
-    old = lake.read("group_generations", clusters=clusters)
     found = decode_job.late_groups(old, new)
     if converted_late is not None:
         found = found.unionByName(converted_late.select(*GROUP)).distinct()
