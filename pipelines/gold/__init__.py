@@ -38,6 +38,10 @@ def build_all(inputs: GoldInputs, params: GoldParams | None = None) -> dict:
     # Parquet files (a pin costs a Spark job per input and holds every input in memory).
     # The intermediate results several tables share are pinned once.
     snaps = ownership.assignment_snapshots(inputs)  # a projection: cheaper re-read than pinned
+    # The missing offsets of the coordinator partitions (a window over the whole bronze
+    # positions; few rows): the episodes and the coverage gaps both read them.
+    holes = coverage.missing_offsets(inputs)
+    holes = pin(holes) if holes is not None else None
     holdings = pin(ownership.build_ownership_intervals(inputs, snaps, params))
     # Live-read commits of an app committing through its producer carry no flag: told by
     # their markers' offsets (transactions.py).
@@ -49,7 +53,7 @@ def build_all(inputs: GoldInputs, params: GoldParams | None = None) -> dict:
     # The episodes pinned before their unconsumed time: `with_unconsumed` joins them with
     # an aggregate of themselves, which unpinned plans (and runs) their whole chain twice.
     eps = pin(lag.with_lag_at_start(
-        episodes.with_unconsumed(pin(episodes.build_rebalance_episodes(inputs, snaps, params)), handed), lags))
+        episodes.with_unconsumed(pin(episodes.build_rebalance_episodes(inputs, snaps, holes, params)), handed), lags))
     out = {
         "ownership_intervals": holdings,
         "commit_attribution": attributed,
@@ -61,7 +65,7 @@ def build_all(inputs: GoldInputs, params: GoldParams | None = None) -> dict:
         "rebalance_storms": storms.build_rebalance_storms(
             eps, params, storms.membership_identities(inputs.member_assignments, inputs.consumer_group_members),
             holdings),
-        "coverage_gaps": coverage.build_coverage_gaps(inputs),
+        "coverage_gaps": coverage.build_coverage_gaps(inputs, holes),
         "consumer_lag": lags,
     }
     return out

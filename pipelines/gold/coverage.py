@@ -18,15 +18,46 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from .episodes import _holes
+from . import transactions
 from .model import GoldInputs, converted, ms
 
 COLUMNS = ["cluster", "group_id", "topic", "partition", "kind", "from_ts", "to_ts", "log_from", "log_to", "detail"]
 
 
-def build_coverage_gaps(inputs: GoldInputs) -> DataFrame:
+def missing_offsets(inputs: GoldInputs) -> DataFrame | None:
+    """Missing log offsets per coordinator partition: (cluster, coordinator_partition,
+    hole_from, hole_to exclusive); None without bronze positions. Episodes and coverage gaps
+    both read it: `build_all` computes it once."""
+    if inputs.bronze_positions is None:
+        return None
+    b = inputs.bronze_positions
+    w = Window.partitionBy("cluster", "partition").orderBy("offset")
+    b = b.withColumn("_prev", F.lag("offset").over(w))
+    first = b.groupBy("cluster", "partition").agg(F.min("offset").alias("hole_to")).where(F.col("hole_to") > 0) \
+        .withColumn("hole_from", F.lit(0).cast("long"))
+    # Read live (read_committed), a single missing offset can be a transaction marker the
+    # consumer never sees: not a hole. Segment files hold the markers too, so there any
+    # missing offset is one (compaction often removes a single record: an old
+    # GroupMetadata between two kept ones, whose generation would otherwise read as a
+    # rebalance that never completed).
+    live = F.col("source") == "kafka"
+    if "source" in b.columns:
+        b = b.withColumn("_live", F.coalesce(live | F.lag(live).over(w), F.lit(True)))
+    else:
+        b = b.withColumn("_live", F.lit(True))
+    step = F.when(F.col("_live"), 2).otherwise(1)
+    mid = b.where(F.col("offset") - F.col("_prev") > step).select(
+        "cluster", "partition", (F.col("_prev") + 1).alias("hole_from"), F.col("offset").alias("hole_to"), "_live")
+    # Live, several markers can stand side by side (transactions.py).
+    live_holes = transactions.without_marker_runs(b, mid.where(F.col("_live")).drop("_live"))
+    mid = mid.where(~F.col("_live")).drop("_live").unionByName(live_holes)
+    return first.select("cluster", "partition", "hole_from", "hole_to").unionByName(mid) \
+        .withColumnRenamed("partition", "coordinator_partition")
+
+
+def build_coverage_gaps(inputs: GoldInputs, holes: DataFrame | None) -> DataFrame:
+    """`holes`: `missing_offsets` of the same inputs."""
     parts = []
-    holes = _holes(inputs)
     pos = inputs.offset_commits.select("cluster", "group_id", "coordinator_partition", "log_offset", "record_ts") \
         .unionByName(inputs.group_generations.select("cluster", "group_id", "coordinator_partition", "log_offset", "record_ts"))
     if holes is not None:

@@ -18,7 +18,6 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from . import events as ev_mod
-from . import transactions
 from .model import GoldInputs, GoldParams, converted, ms
 from .ownership import GROUP_KEYS, TP_KEYS
 
@@ -32,35 +31,6 @@ COLUMNS = [
 
 # How far a logged rebalance start may lie after the record completing it (clock skew).
 CLOCK_SKEW_TOLERANCE_MS = 1000
-
-
-def _holes(inputs: GoldInputs) -> DataFrame | None:
-    """Missing log offsets per coordinator partition: (cluster, coordinator_partition, hole_from, hole_to exclusive)."""
-    if inputs.bronze_positions is None:
-        return None
-    b = inputs.bronze_positions
-    w = Window.partitionBy("cluster", "partition").orderBy("offset")
-    b = b.withColumn("_prev", F.lag("offset").over(w))
-    first = b.groupBy("cluster", "partition").agg(F.min("offset").alias("hole_to")).where(F.col("hole_to") > 0) \
-        .withColumn("hole_from", F.lit(0).cast("long"))
-    # Read live (read_committed), a single missing offset can be a transaction marker the
-    # consumer never sees: not a hole. Segment files hold the markers too, so there any
-    # missing offset is one (compaction often removes a single record: an old
-    # GroupMetadata between two kept ones, whose generation would otherwise read as a
-    # rebalance that never completed).
-    live = F.col("source") == "kafka"
-    if "source" in b.columns:
-        b = b.withColumn("_live", F.coalesce(live | F.lag(live).over(w), F.lit(True)))
-    else:
-        b = b.withColumn("_live", F.lit(True))
-    step = F.when(F.col("_live"), 2).otherwise(1)
-    mid = b.where(F.col("offset") - F.col("_prev") > step).select(
-        "cluster", "partition", (F.col("_prev") + 1).alias("hole_from"), F.col("offset").alias("hole_to"), "_live")
-    # Live, several markers can stand side by side (transactions.py).
-    live_holes = transactions.without_marker_runs(b, mid.where(F.col("_live")).drop("_live"))
-    mid = mid.where(~F.col("_live")).drop("_live").unionByName(live_holes)
-    return first.select("cluster", "partition", "hole_from", "hole_to").unionByName(mid) \
-        .withColumnRenamed("partition", "coordinator_partition")
 
 
 def _snapshot_owners(inputs: GoldInputs, snaps: DataFrame) -> DataFrame:
@@ -84,7 +54,7 @@ def _after_conversion(inputs: GoldInputs, snaps: DataFrame) -> DataFrame:
         .withColumn("_converted_back", F.coalesce(F.col("_converted_back"), F.lit(False)))
 
 
-def _classic(inputs: GoldInputs, snaps: DataFrame) -> DataFrame:
+def _classic(inputs: GoldInputs, snaps: DataFrame, holes: DataFrame | None) -> DataFrame:
     w = Window.partitionBy(*GROUP_KEYS).orderBy("snap_pos")
     s = snaps.withColumn("prev_gen", F.lag("generation").over(w)).withColumn("prev_pos", F.lag("snap_pos").over(w)) \
         .withColumn("prev_ts", F.lag("snap_ts").over(w)).withColumn("prev_count", F.lag("member_count").over(w))
@@ -102,7 +72,6 @@ def _classic(inputs: GoldInputs, snaps: DataFrame) -> DataFrame:
     s = s.join(moves, GROUP_KEYS + ["snap_pos"], "left")
     s = s.withColumn("prev_unowned", F.lag(F.col("n_parts") - F.col("n_owned")).over(w))
     changed = _after_conversion(inputs, s.where(F.col("generation") > F.coalesce("prev_gen", F.lit(0))))
-    holes = _holes(inputs)
     if holes is not None:
         gap = changed.select(*GROUP_KEYS, "coordinator_partition", "snap_pos", "prev_pos").join(holes, ["cluster", "coordinator_partition"]) \
             .where((F.col("hole_from") < F.col("snap_pos")) & (F.col("hole_to") > F.coalesce("prev_pos", F.lit(-1)))) \
@@ -252,8 +221,11 @@ def _consumer(inputs: GoldInputs) -> DataFrame | None:
     return out
 
 
-def build_rebalance_episodes(inputs: GoldInputs, snaps: DataFrame, params: GoldParams | None = None) -> DataFrame:
-    eps = _with_logs(inputs, _classic(inputs, snaps))
+def build_rebalance_episodes(inputs: GoldInputs, snaps: DataFrame, holes: DataFrame | None,
+                             params: GoldParams | None = None) -> DataFrame:
+    """`holes`: coverage.missing_offsets of the same inputs (a generation skipped across a
+    hole is compaction, not a rebalance that never completed)."""
+    eps = _with_logs(inputs, _classic(inputs, snaps, holes))
     eps = eps.withColumn(
         "trigger",
         F.coalesce("trigger", F.when(F.col("members_after") > F.col("members_before"), "join")
