@@ -126,21 +126,17 @@ def _state(out: Path) -> dict | None:
 def _changed_groups(lake, before: dict[str, int], now: dict[str, int]) -> list[tuple[str, str]] | None:
     """The (cluster, group_id) pairs with rows in the files added or removed since the
     versions `before` (one Spark job over those files only), or None when that cannot be
-    told: a table appeared or vanished, or a removed file was vacuumed since."""
+    told (`Stage.changes`: a table appeared or vanished; here also a removed file that was
+    vacuumed since). -1: a table absent."""
     from pyspark.sql import functions as F
 
-    parts = []
-    for name, version in now.items():
-        old = before.get(name, -1)
-        if old == version:
-            continue
-        if old < 0 or version < 0 or old > version:
-            return None
-        added, removed = lake.file_changes(name, old)
-        if removed and not all(lake.file_exists(f) for f in removed):
-            return None
-        if added or removed:
-            parts.append(lake.rows_of_files(name, {**added, **removed}).select("cluster", "group_id"))
+    changes = stages.REPORT.changes(
+        lake, {t: v for t, v in before.items() if v >= 0}, {t: v for t, v in now.items() if v >= 0},
+        follows_rewrite=lambda _, removed: all(lake.file_exists(f) for f in removed))
+    if changes.rebuild:
+        return None
+    parts = [lake.rows_of_files(name, {**added, **removed}).select("cluster", "group_id")
+             for name, (added, removed) in changes.files.items()]
     if not parts:
         return []
     union = parts[0]

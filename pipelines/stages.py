@@ -13,9 +13,12 @@ docs/orchestration.md, "Adding a derived table".
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from pipelines.lake.positions import Changes, no_rewrites
+from pipelines.lake.positions import changes as input_changes
 
 
 @dataclass(frozen=True, eq=False)
@@ -93,6 +96,18 @@ class Stage:
     def positions(self, versions: Mapping[str, int]) -> dict[str, int]:
         """{prefix + table: version} for the given input versions."""
         return {self.prefix + t: v for t, v in versions.items()}
+
+    def consumed(self, positions: Mapping[str, int]) -> dict[str, int]:
+        """The input versions a map of this stage's positions records ({table: version})."""
+        return {t: positions[self.prefix + t] for t in self.watched() if self.prefix + t in positions}
+
+    def changes(self, lake, consumed: Mapping[str, int], now: Mapping[str, int] | None = None,
+                follows_rewrite: Callable[[str, Mapping[str, Mapping]], bool] = no_rewrites,
+                ) -> Changes:
+        """What moved in the watched inputs between the versions this stage `consumed` and
+        `now` (default: `versions(lake)`): `pipelines.lake.positions.changes`, the rule every
+        incremental stage decides by."""
+        return input_changes(lake, consumed, self.versions(lake) if now is None else now, follows_rewrite)
 
     def position_keys(self) -> tuple[str, ...]:
         """Every key its positions can hold (an input absent from the lake has none)."""

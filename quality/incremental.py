@@ -26,7 +26,8 @@ The next check of the table then takes one of four modes:
   version passed and no other scope value has changed rows, this finds exactly the
   violations a full check would;
 * **full**: anything else (first check, a failed last check, a new suite, removed files
-  that were vacuumed since, a table version that went back).
+  that were vacuumed since, a table version that went back, a table it reads that appeared,
+  vanished or lost rows: `pipelines.lake.positions.changes`, the rule every stage decides by).
 
 A change to an invariant's *logic* that keeps its name, description and scope is not
 seen by the fingerprint: bump `LOGIC_VERSION` with such a change.
@@ -42,6 +43,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+
+from pipelines.lake.positions import changes as input_changes
 
 from .model import Invariant, Suite
 
@@ -231,28 +234,26 @@ def _since(lake, scan: TableScan, last: Checked) -> TableScan:
         found = lake.changed_partition_values(table, since, "cluster")
         clusters = None if found is None or clusters is None else clusters | found
 
-    if last.version < version:
-        added, removed = lake.file_changes(name, last.version)
-        if removed and not all(lake.file_exists(f) for f in removed):
-            return scan  # removed files vacuumed since: their scope values are unknown
-        # Commits that only moved a position (no files) change no row.
-        if added or removed:
-            scan.added = lake.rows_of_files(name, added)
-            if removed:
-                scan.removed = lake.rows_of_files(name, removed)
-            scan.files = (len(added), len(removed))
-            add_clusters(name, last.version)
-    for t, v in reads.items():
-        if last.reads.get(t, -1) == v:
-            continue
-        if last.reads.get(t, -1) < 0 or v < 0:
-            return scan  # a read table appeared or vanished: its rows all changed
-        added_t, removed_t = lake.file_changes(t, last.reads[t])
-        if removed_t:
-            return scan
-        if added_t:
-            scan.changed_reads[t] = lake.added_since(t, last.reads[t])
-            add_clusters(t, last.reads[t])
+    # The checked table's removed rows are checked again while their files are stored (a
+    # vacuumed file's scope values are unknown); a table it reads that lost rows, appeared
+    # or vanished changes every row's verdict.
+    own = input_changes(lake, {name: last.version}, {name: version},
+                        follows_rewrite=lambda _, removed: all(lake.file_exists(f) for f in removed))
+    read = input_changes(lake, {t: v for t, v in last.reads.items() if t in reads and v >= 0},
+                         {t: v for t, v in reads.items() if v >= 0})
+    if own.rebuild or read.rebuild:
+        return scan
+    # Commits that only moved a position or compacted (no file in `files`) change no row.
+    if name in own.files:
+        added, removed = own.files[name]
+        scan.added = lake.rows_of_files(name, added)
+        if removed:
+            scan.removed = lake.rows_of_files(name, removed)
+        scan.files = (len(added), len(removed))
+        add_clusters(name, last.version)
+    for t in read.files:
+        scan.changed_reads[t] = lake.added_since(t, last.reads[t])
+        add_clusters(t, last.reads[t])
     if scan.added is None and not scan.changed_reads:
         scan.mode, scan.since = UNCHANGED, last.version
         return scan

@@ -176,3 +176,54 @@ def test_a_table_rebuilt_whole_lends_its_readers_the_versions_it_was_built_from(
         assert (seen[epochs], seen[deltas]) == (built[epochs], built[deltas]) and lake.version(epochs) > built[epochs]
     lake.append("target_assignments", row, positions=Positions(writer.writer, writer.positions(writer.versions(lake))))
     assert stages.GOLD.versions(lake)[epochs] == lake.version(epochs)
+
+
+def test_changes_is_one_rule_for_every_incremental_stage(tmp_path):
+    """`Stage.changes` on a real delta-rs lake (no Spark): appended rows are files to read,
+    a compaction is nothing, and an input that appeared, vanished, went back or lost rows
+    cannot be followed, unless the stage says it can replay the removed files."""
+    import shutil
+
+    import pyarrow as pa
+
+    from pipelines.lake import Lake
+
+    lake = Lake(tmp_path / "lake")
+    schema = pa.schema([pa.field("cluster", pa.string()), pa.field("group_id", pa.string())])
+    stage = stages.WHATIF
+    inputs = stage.watched()[:3]
+    for t in inputs:
+        lake.create(t, schema, partition_by=["cluster"])
+        lake.append(t, pa.table({"cluster": ["c"], "group_id": ["g"]}, schema=schema))
+    consumed = stage.versions(lake)
+    assert set(consumed) == set(inputs)
+    assert stage.consumed(stage.positions(consumed)) == consumed
+
+    unchanged = stage.changes(lake, consumed)
+    assert unchanged.nothing and not unchanged.rebuild
+
+    grown = inputs[0]
+    lake.append(grown, pa.table({"cluster": ["c"], "group_id": ["h"]}, schema=schema))
+    lake.append(grown, pa.table({"cluster": ["c"], "group_id": ["i"]}, schema=schema))
+    lake.append(inputs[1], pa.table({"cluster": ["c"], "group_id": ["k"]}, schema=schema))
+    consumed[inputs[1]] = lake.version(inputs[1])
+    lake.table(inputs[1]).optimize.compact()  # rows rewritten (dataChange false), none added or removed
+    assert lake.version(inputs[1]) > consumed[inputs[1]]
+    found = stage.changes(lake, consumed)
+    assert not found.rebuild and set(found.files) == {grown}
+    added, removed = found.files[grown]
+    assert len(added) == 2 and not removed
+
+    rewritten = inputs[2]
+    lake.overwrite_where(rewritten, pa.table({"cluster": ["c"], "group_id": ["j"]}, schema=schema), "true")
+    found = stage.changes(lake, consumed)
+    assert found.rebuild == f"{rewritten} was rewritten since version {consumed[rewritten]} (not only appended to)"
+    assert found.files == {} and not found.nothing
+    replayable = stage.changes(lake, consumed, follows_rewrite=lambda t, removed: t == rewritten and len(removed) == 1)
+    assert not replayable.rebuild and set(replayable.files) == {grown, rewritten}
+
+    now = stage.versions(lake)
+    assert stage.changes(lake, {t: v for t, v in consumed.items() if t != grown}).rebuild == f"input {grown} appeared since"
+    assert stage.changes(lake, {**now, grown: now[grown] + 5}).rebuild.startswith(f"{grown} went back to version")
+    shutil.rmtree(tmp_path / "lake" / inputs[1])
+    assert stage.changes(lake, now).rebuild == f"input {inputs[1]} is gone"

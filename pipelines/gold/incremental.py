@@ -33,7 +33,7 @@ Cross-group dependencies, and how they are covered:
 * topic names (`topic_ids`, KIP-848): groups whose assignments name a new topic id.
 * sampled log-end offsets (`partition_end_offsets`, live): groups with commits on a
   topic-partition that got new samples.
-* live-read transactional commits (`transactions.py`, told by the one missing offset after
+* live-read transactional commits (`pipelines/gold/transactions.py`, told by the one missing offset after
   each batch): groups with a live commit in the last two offsets of a coordinator partition
   before its new bronze rows.
 
@@ -42,10 +42,12 @@ none of these: all its rows are new, so the groups of its new rows are all its g
 gold has no rows of it. The rules above look only at the clusters gold has seen.
 
 A full rebuild (every table overwritten) happens when: a gold table is missing or has no
-positions, it was written by a gold of another FORMAT, an input table appeared since, the parameters' fingerprint changed, the `cluster_settings` version changed, a broker's clock
-offset changed, an
-input's version went backwards, or an input was not only appended to (rows removed:
-overwrite, delete, MERGE). A compaction (`OPTIMIZE`, dataChange false) of rows gold had
+positions, it was written by a gold of another FORMAT, the parameters' fingerprint changed,
+the `cluster_settings` version changed, a broker's clock offset changed, or its inputs
+cannot be followed (`stages.Stage.changes`, the rule gold, what-if and the report share):
+an input table appeared or vanished since, an input's version went backwards, or an input
+was not only appended to (rows removed: overwrite, delete, MERGE; bronze apart, read by its
+version stamps). A compaction (`OPTIMIZE`, dataChange false) of rows gold had
 read is no change: versions that moved by compactions alone leave nothing to do.
 """
 from __future__ import annotations
@@ -149,33 +151,19 @@ def plan(lake, gold_tables: Iterable[str], params: GoldParams, cluster_settings:
         if got.get(CLOCKS_ID, clocks_fingerprint(())) != clocks_fp:
             p.reason = "a broker's clock offset changed"
             return p
-        for t, v in versions.items():
-            if PREFIX + t not in got:
-                # Some builders branch on whether an input exists at all (e.g. episodes fill
-                # a group's protocol only when coordinator events exist): a new input table
-                # can change groups it has no rows for.
-                p.reason = f"input {t} appeared since gold was built"
-                return p
-            if got.get(PREFIX + t, -1) > v:
-                p.reason = f"{t} went back to version {v} (gold read {got[PREFIX + t]})"
-                return p
         recorded.append(got)
-    since = {t: min(g.get(PREFIX + t, -1) for g in recorded) for t in versions}
-    grown = False  # some input gained rows (versions that moved by a compaction alone did not)
-    for t in versions:
-        if since[t] == versions[t]:
-            continue
-        if since[t] < 0:
-            grown = True
-            continue
-        added, removed = lake.file_changes(t, since[t])
-        grown = grown or bool(added)
-        if removed and t != BRONZE_OFFSETS:  # bronze is read by its ingest_version stamps
-            p.reason = f"{t} was rewritten since version {since[t]} (not only appended to)"
-            return p
-    p.since = since
-    if not grown:
-        moved = any(since[t] != v for t, v in versions.items())
+    # The smallest position across the tables (a crash between two tables' commits leaves
+    # the later ones behind); an input some table has no position of appeared since.
+    consumed = {t: min(g[PREFIX + t] for g in recorded) for t in TRACKED
+                if all(PREFIX + t in g for g in recorded)}
+    # Bronze is read by its ingest_version stamps, so rows it lost are no concern.
+    changes = stages.GOLD.changes(lake, consumed, versions, follows_rewrite=lambda t, _: t == BRONZE_OFFSETS)
+    if changes.rebuild:
+        p.reason = changes.rebuild
+        return p
+    p.since = consumed
+    if not any(added for added, _ in changes.files.values()):
+        moved = any(consumed[t] != v for t, v in versions.items())
         p.mode, p.reason = "none", "no new input" + (" (only compactions since)" if moved else "")
     else:
         p.mode, p.reason = "incremental", "new input rows"
@@ -291,7 +279,7 @@ def _hole_groups(lake, p: Plan, clusters: set | None) -> list:
                        .join(F.broadcast(changed), ["cluster", "coordinator_partition"], "left_semi").select(*KEY))
     if lake.exists("offset_commits") and ends:
         # A live-read commit batch at the old end: whether exactly one offset (a COMMIT
-        # marker) followed it is known only from the new rows (gold/transactions.py).
+        # marker) followed it is known only from the new rows (pipelines/gold/transactions.py).
         tail = spark.createDataFrame([(c, int(part), int(m) - 1) for (c, part), m in ends.items()],
                                      "cluster string, coordinator_partition int, _tail long")
         grew = new.select("cluster", F.col("partition").alias("coordinator_partition")).distinct()

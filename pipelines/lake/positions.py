@@ -21,11 +21,15 @@ of its last commit and the work is done again. After 2, run N is in both. Run nu
 grow per writer (above the table's own last run, so delta-spark never skips the write as
 already done), and a `txn` lives in every checkpoint of the table, so a position outlasts
 any log clean-up.
+
+What moved in a writer's inputs since its positions is decided by one rule for every
+incremental stage (silver, gold, what-if, quality, the report): `changes`, from the Delta
+logs only (no Spark job).
 """
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -130,3 +134,60 @@ class Ledger:
             raise PositionsLost(f"the lake's {LEDGER} table holds no run {run} of {writer!r}: "
                                 f"positions lost (restore {LEDGER} or rebuild the tables it fed)")
         return {k: v for k, v in zip(found.column("key").to_pylist(), found.column("value").to_pylist()) if k is not None}
+
+
+def no_rewrites(table: str, removed: Mapping[str, Mapping]) -> bool:
+    """The default of `changes`: rows removed from an input cannot be followed."""
+    return False
+
+
+@dataclass
+class Changes:
+    """A writer's inputs between the versions it consumed (`since`) and `now`: the data files
+    added and removed in each input that gained or lost rows (`files`, as
+    `Lake.file_changes` gives them); `rebuild` says why an increment cannot follow ("": it
+    can). Versions that moved by compactions or commits of positions alone add no entry."""
+
+    since: dict[str, int]
+    now: dict[str, int]
+    files: dict[str, tuple[dict, dict]] = field(default_factory=dict)
+    rebuild: str = ""
+
+    def rebuilding(self, reason: str) -> Changes:
+        self.rebuild, self.files = reason, {}
+        return self
+
+    @property
+    def nothing(self) -> bool:
+        """No row came or went in any input (an increment would do nothing)."""
+        return not self.rebuild and not self.files
+
+
+def changes(lake, consumed: Mapping[str, int], now: Mapping[str, int],
+            follows_rewrite: Callable[[str, Mapping[str, Mapping]], bool] = no_rewrites) -> Changes:
+    """What moved in the inputs between the versions a writer `consumed` and `now` ({table:
+    Delta version}, tables absent from the lake left out). An increment cannot follow
+    (`rebuild` says why) when an input appeared (a builder may branch on whether an input
+    exists at all, which can change groups it has no rows for) or vanished, went back to an
+    older version (recreated), or lost rows (an overwrite, a delete, a MERGE: files removed)
+    unless `follows_rewrite(table, removed files)` says the writer can replay them (it reads
+    its input by version stamps, or replays the groups of the removed files while they are
+    still stored)."""
+    out = Changes(dict(consumed), dict(now))
+    for t in now:
+        if t not in consumed:
+            return out.rebuilding(f"input {t} appeared since")
+    for t in consumed:
+        if t not in now:
+            return out.rebuilding(f"input {t} is gone")
+        if consumed[t] > now[t]:
+            return out.rebuilding(f"{t} went back to version {now[t]} (read {consumed[t]})")
+    for t, v in now.items():
+        if consumed[t] == v:
+            continue
+        added, removed = lake.file_changes(t, consumed[t])
+        if removed and not follows_rewrite(t, removed):
+            return out.rebuilding(f"{t} was rewritten since version {consumed[t]} (not only appended to)")
+        if added or removed:
+            out.files[t] = (added, removed)
+    return out

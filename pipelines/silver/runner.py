@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 
 from pipelines import stages
 from pipelines.lake import Positions
+from pipelines.lake.positions import changes as input_changes
 from pipelines.silver import decode_job, schemas
 
 log = logging.getLogger(__name__)
@@ -58,11 +59,12 @@ def _position(source: str, version: int) -> Positions:
     return Positions(APP_PREFIX + source, {APP_PREFIX + source: version})
 
 
-def _only_rewritten_since(lake, source: str, since: int) -> bool:
-    """Whether `source` gained no row after version `since`, only rewrites (a compaction by
-    `maintain`): then there is nothing to decode, and no position needs to move (rows are
-    read by their version stamps, which a compaction keeps)."""
-    return since >= 0 and not lake.file_changes(source, since)[0]
+def _nothing_new(lake, source: str, since: int, upto: int) -> bool:
+    """Whether `source` gained no row between versions `since` and `upto` (only compactions by
+    `maintain`, or nothing): then there is nothing to decode, and no position needs to move.
+    Bronze is read by its version stamps, which a rewrite keeps, so removed rows are no
+    concern (`positions.changes`, the rule every stage decides by)."""
+    return input_changes(lake, {source: since}, {source: upto}, follows_rewrite=lambda *_: True).nothing
 
 
 def _increment(lake, source: str, since: int, upto: int) -> DataFrame:
@@ -116,7 +118,7 @@ def update_offsets_silver(lake, kafka_version: str | None = None) -> SilverRun:
     run = SilverRun(bronze_version=upto)
     positions = {t: _consumed(lake, t, BRONZE_OFFSETS) for t in decode_job.DECODED_TABLES}
     pending = {t: p for t, p in positions.items() if p < upto}
-    if not pending or _only_rewritten_since(lake, BRONZE_OFFSETS, min(pending.values())):
+    if not pending or _nothing_new(lake, BRONZE_OFFSETS, min(pending.values()), upto):
         return run
     bronze = _increment(lake, BRONZE_OFFSETS, min(pending.values()), upto)
     decoded = decode_job.decode_increment(bronze, kafka_version).persist(StorageLevel.MEMORY_AND_DISK)
@@ -310,15 +312,11 @@ def rebuild_target_assignments(lake) -> int:
         return 0
     stage = stages.TARGET_ASSIGNMENTS
     current = stage.versions(lake)
-    inputs = list(current)
     versions = stage.positions(current)
-    if lake.exists(DERIVED_KIP848):
-        built = lake.positions(DERIVED_KIP848, stage.writer)
-        # Unchanged, or only compacted since (versions moved, no row did).
-        if built == versions or (built.keys() == versions.keys() and all(
-                built[APP_PREFIX + t] <= versions[APP_PREFIX + t]
-                and lake.file_changes(t, built[APP_PREFIX + t]) == ({}, {}) for t in inputs)):
-            return 0
+    # Unchanged, or only compacted since (versions moved, no row did).
+    if lake.exists(DERIVED_KIP848) and stage.changes(
+            lake, stage.consumed(lake.positions(DERIVED_KIP848, stage.writer)), current).nothing:
+        return 0
     topic_ids = lake.read("topic_ids") if lake.exists("topic_ids") else None
     df = decode_job.materialize_target_assignments(
         lake.read("target_assignment_epochs"), lake.read("target_assignment_member_deltas"), topic_ids
@@ -338,8 +336,11 @@ def rebuild_broker_clocks(lake) -> int:
     (events,) = stage.reads
     if not lake.exists(events):
         return 0
-    versions = stage.positions(stage.versions(lake))
-    if lake.exists(clocks.TABLE) and lake.positions(clocks.TABLE, stage.writer) == versions:
+    current = stage.versions(lake)
+    versions = stage.positions(current)
+    # Unchanged, or only compacted since.
+    if lake.exists(clocks.TABLE) and stage.changes(
+            lake, stage.consumed(lake.positions(clocks.TABLE, stage.writer)), current).nothing:
         return 0
     table = clocks.measure(lake.read(events, versions[APP_PREFIX + events]))
     lake.create(clocks.TABLE, clocks.SCHEMA, description=stage.tables[clocks.TABLE])
@@ -357,7 +358,7 @@ def update_events_silver(lake) -> SilverRun:
     upto = lake.version(BRONZE_LOG_LINES)
     run = SilverRun(bronze_version=upto)
     since = _consumed(lake, "coordinator_events", BRONZE_LOG_LINES)
-    if since < upto and not _only_rewritten_since(lake, BRONZE_LOG_LINES, since):
+    if since < upto and not _nothing_new(lake, BRONZE_LOG_LINES, since, upto):
         lines = _increment(lake, BRONZE_LOG_LINES, since, upto)
         _write(lake, run, "coordinator_events", parse_log_lines(lines), BRONZE_LOG_LINES)
     return run

@@ -26,6 +26,7 @@ the previous counts merged with the increment's equal the counts over everything
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -109,28 +110,23 @@ def update(lake, assignors=None, full: bool = False) -> WhatifRun:
     positions[ASSIGNORS_APP] = fingerprint(assignors)
     prev = stored_positions(lake)
     full = full or prev is None or prev.get(ASSIGNORS_APP) != positions[ASSIGNORS_APP]
-    if not full and prev is not None:
-        # An input older than our position was recreated; one we tracked is gone: start over.
-        full = any(prev.get(APP + t, -1) > v for t, v in current.items()) or \
-            any(k != ASSIGNORS_APP and k[len(APP):] not in current for k in prev)
-    if not full and prev == positions:
-        return WhatifRun("none", {t: 0 for t in OUTPUTS}, 0)  # nothing new: no commit
     changes: dict[str, tuple[dict, dict]] = {}
     if not full and prev is not None:
-        since = {t: prev.get(APP + t, -1) for t in current}
-        changes = {t: lake.file_changes(t, since[t]) for t in current if since[t] < current[t]}
-        if all(since[t] >= 0 and change == ({}, {}) for t, change in changes.items()):
-            # Versions moved, no row did (a compaction, a commit of positions alone): the
-            # check is the log's, no Spark job; the positions catch up at the next change.
+        found = stages.WHATIF.changes(lake, stages.WHATIF.consumed(prev), current,
+                                      follows_rewrite=lambda t, removed: not _rewritten(lake, t, removed))
+        if found.nothing:
+            # Versions moved, no row did (a compaction, a commit of positions alone), or
+            # none moved: the check is the log's, no Spark job; the positions catch up at
+            # the next change.
             return WhatifRun("none", {t: 0 for t in OUTPUTS}, 0)
-        full = any(_rewritten(lake, t, removed) for t, (_, removed) in changes.items())
+        full, changes = bool(found.rebuild), found.files
     inp = WhatifInputs.from_lake(lake)
     if full or prev is None:
         return _rebuild(lake, inp, assignors, positions)
     return _increment(lake, inp, assignors, positions, changes)
 
 
-def _rewritten(lake, table: str, removed: dict) -> bool:
+def _rewritten(lake, table: str, removed: Mapping) -> bool:
     """Whether rows of `table` went away in a way an increment cannot follow. Gold replaces
     its tables' rows group by group (copy-on-write): the groups of the files it removed are
     replayed, which needs those files (not vacuumed yet). Silver only appends, but for a
