@@ -192,10 +192,11 @@ def _records(rows) -> list[tuple]:
 
 def _skipped_runs(committed: dict[int, list[int]], ends: dict[int, int]) -> set[tuple[int, int]]:
     """(partition, offset) inside the runs of two or more offsets a read_committed reader
-    skips, between its records and up to the partition's end."""
+    skips, from the partition's start (0: nothing deleted yet), between its records and up
+    to the partition's end."""
     out = set()
-    for p, offsets in committed.items():
-        edges = sorted(offsets) + [ends[p]]
+    for p in ends:
+        edges = [-1] + sorted(committed.get(p, [])) + [ends[p]]
         for lo, hi in zip(edges, edges[1:]):
             if hi - lo > 2:
                 out.update((p, o) for o in range(lo + 1, hi))
@@ -409,6 +410,58 @@ def test_a_run_stops_at_an_open_transaction_and_the_next_goes_past_its_marker(cl
     finally:
         plain.close()
         meta.close()
+
+
+@pytest.mark.broker
+def test_an_aborted_transaction_that_opens_a_partition_is_read_back(cluster, tmp_path):
+    """A partition whose log opens with an aborted transaction: read from its beginning, the
+    first record a read_committed reader gets comes after the aborted commit and its ABORT
+    marker. That run is read back like any other (stored flagged aborted), not left as a
+    hole at the partition's start for gold to report as compaction."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    from testbed.offsets_topic import read_offsets_topic
+
+    empty = sorted(q for q, end in _ends(cluster, "read_uncommitted").items() if end == 0)
+    assert empty, "every __consumer_offsets partition already holds records"
+    p = empty[0]
+    txn_group = _group_on_partition(cluster, "opens-txn", want=p)
+    plain_group = _group_on_partition(cluster, "opens-plain", want=p)
+    cluster.ensure_topic("opens-in", 2)
+    conf = cluster.client_config(logger=_quiet_logger())
+    plain = Consumer({**conf, "group.id": plain_group, "enable.auto.commit": False})
+    meta = Consumer({**conf, "group.id": txn_group})
+    producer = Producer({**conf, "transactional.id": f"{txn_group}-txn"})
+    try:
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        # Two records (one per partition), then the ABORT marker: a run of three offsets.
+        producer.send_offsets_to_transaction([TopicPartition("opens-in", 0, 5), TopicPartition("opens-in", 1, 7)],
+                                             meta.consumer_group_metadata(), 30)
+        producer.abort_transaction(30)
+        # The coordinator writes the marker after it answers: a commit before it would lie
+        # between the aborted records and their marker (a limit, docs/gold.md).
+        _wait_until_stable(cluster)
+        plain.commit(offsets=[TopicPartition("opens-in", 0, 1)], asynchronous=False)
+    finally:
+        plain.close()
+        meta.close()
+    _wait_until_stable(cluster)
+    lake_dir = tmp_path / "lake"
+    run = _ingest(lake_dir, cluster, "--no-end-offsets")
+    assert run.returncode == 0, run.stderr
+
+    committed = {r.offset for r in read_offsets_topic(cluster.bootstrap_servers, isolation="read_committed")
+                 if r.partition == p}
+    everything = {r.offset for r in read_offsets_topic(cluster.bootstrap_servers, isolation="read_uncommitted")
+                  if r.partition == p}
+    aborted = everything - committed
+    assert sorted(aborted) == [0, 1] and min(committed) == 3  # the log opens with the aborted transaction
+    rows, _ = _bronze(lake_dir)
+    stored = {o: bool(a) for q, o, a in zip(rows["partition"].to_pylist(), rows["offset"].to_pylist(),
+                                             rows["aborted"].to_pylist()) if q == p}
+    assert {o for o, a in stored.items() if a} == aborted
+    assert {o for o, a in stored.items() if not a} == committed
 
 
 @pytest.mark.broker

@@ -10,7 +10,9 @@
   stored with `aborted` true, so that silver drops it and gold does not take the range for
   compaction. What neither reader gets is transaction markers or records compaction
   removed. A single missing offset is a marker (each transaction ends with one), and is
-  not read back: on a busy transactional partition that would read it all twice.
+  not read back: on a busy transactional partition that would read it all twice. A
+  partition read from its beginning counts from its log start offset, so aborted records
+  before its first committed one are read back too.
 * Exactly once: the position of each partition (the next offset to read) is stored as a
   position `kafka:<cluster>:<partition>` (writer `kafka:<cluster>`, pipelines/lake/positions.py)
   committed with the rows read
@@ -266,6 +268,23 @@ def _commit_keys(keys: Iterable[bytes]) -> set[tuple[str, int]]:
     return found
 
 
+def _log_starts(consumer: _Consumer, partitions: list[int], timeout: float) -> dict[int, int]:
+    """Each partition's log start offset (the EARLIEST sentinel, -2, as the timestamp; one
+    ListOffsets request per leader): where a reader from the beginning starts. Partitions
+    whose start cannot be had now are left out (nothing before their first record is read
+    back)."""
+    from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
+
+    if not partitions:
+        return {}
+    try:
+        found = consumer.c.offsets_for_times([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in partitions],
+                                             timeout=min(timeout, 10.0))
+    except KafkaException:
+        return {}
+    return {tp.partition: tp.offset for tp in found if tp.error is None and tp.offset >= 0}
+
+
 def _end_targets(consumer: _Consumer, partitions: list[int], timeout: float) -> dict[int, int]:
     """Each partition's end as a read_committed reader sees it now (its last stable offset),
     in one ListOffsets request per leader (the LATEST sentinel, -1, as the timestamp;
@@ -379,6 +398,9 @@ def ingest_kafka(
             [TopicPartition(TOPIC, p, start[p] if start[p] is not None else OFFSET_BEGINNING) for p in partitions]
         )
         targets = _end_targets(consumer, partitions, timeout)
+        # Where the partitions read from their beginning start: what read_committed skips
+        # before their first record is a skipped run like any other.
+        log_start = _log_starts(consumer, [p for p in partitions if start[p] is None], timeout)
         positions: dict[int, int] = {}   # partition → next offset, not yet committed
         # Done: read to an end it had during this run (see the module docstring); never undone.
         done: set[int] = {p for p in partitions if start[p] is not None and p in targets and start[p] >= targets[p]}
@@ -392,7 +414,7 @@ def ingest_kafka(
 
         def skip_to(p: int, off: int) -> None:
             """The reader got to `off` on `p`: note what it skipped since the last offset."""
-            expected = positions.get(p, start.get(p))
+            expected = positions.get(p, start[p] if start.get(p) is not None else log_start.get(p))
             if expected is not None and off - expected >= 2:
                 skipped.setdefault(p, []).append((expected, off))
 
