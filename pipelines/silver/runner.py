@@ -121,7 +121,11 @@ def update_offsets_silver(lake, kafka_version: str | None = None) -> SilverRun:
     if not pending or _nothing_new(lake, BRONZE_OFFSETS, min(pending.values()), upto):
         return run
     bronze = _increment(lake, BRONZE_OFFSETS, min(pending.values()), upto)
-    decoded = decode_job.decode_increment(bronze, kafka_version).persist(StorageLevel.MEMORY_AND_DISK)
+    # Kept on local disk only: an increment can be a whole backfill (11.8 M commits in the
+    # large benchmark), and cached in memory its columnar batches ran a 4 GB driver heap out
+    # (java.lang.OutOfMemoryError in MemoryStore.putIterator, bench/README.md). On disk it
+    # is written once, compressed, and read back batch by batch by each table's write.
+    decoded = decode_job.decode_increment(bronze, kafka_version).persist(StorageLevel.DISK_ONLY)
     try:
         # One job decodes everything; the per-table counts say which writes have work.
         counts = {
