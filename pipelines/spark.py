@@ -15,7 +15,7 @@ on are set in one place:
   spark-defaults.conf in $SPARK_CONF_DIR, else Spark's defaults).
 * Log level WARN, and the driver's log in a file (`spark_log_file`, $REBALANCE_AUDIT_SPARK_LOG;
   "-" keeps Spark's console logging): Spark's chatter would bury the command's own output.
-* In local mode, a driver heap sized to the machine (see `_driver_memory`).
+* In local mode, a driver heap sized to the cores and the machine (see `_driver_memory`).
 * $REBALANCE_AUDIT_SPARK_PROFILE=small-lake: settings for small lakes in local mode (see
   SMALL_LAKE_CONF) over those defaults; a caller's `conf` (a Dagster resource's) over both.
 
@@ -179,11 +179,19 @@ def delta_jars() -> list[str]:
     return jars
 
 
+# Heap per local core: what one task's share of execution memory needs on the large
+# benchmark (11.8 M commits: a full run peaks at 6.2 GB of memory with 2 cores; bench/README.md).
+HEAP_PER_CORE_MB = 2048
+
+
 def _driver_memory(master: str) -> str | None:
     """Heap of the driver JVM: $REBALANCE_AUDIT_SPARK_DRIVER_MEMORY (e.g. "8g"), else, in local
-    mode, where the driver is also the only executor, a quarter of the machine's memory
-    (1-16 GB). Spark's default of 1 GB runs out at ~10 M records and the JVM then dies
-    in the middle of a job. On a cluster, Spark's own setting (spark-defaults.conf) stands."""
+    mode, where the driver is also the only executor, 2 GB per core it runs tasks on, at most
+    a quarter of the machine's memory (1-16 GB). Spark shares execution memory among the
+    running tasks, so the need grows with the cores, not with the machine; what does not
+    fit spills to local disk (silver's decoded increment is kept there outright). Spark's
+    default of 1 GB runs out at ~10 M records and the JVM then dies in the middle of a job.
+    On a cluster, Spark's own setting (spark-defaults.conf) stands."""
     if os.environ.get(DRIVER_MEMORY_ENV):
         return os.environ[DRIVER_MEMORY_ENV]
     if not master.startswith("local"):
@@ -192,7 +200,7 @@ def _driver_memory(master: str) -> str | None:
         total_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
     except (ValueError, OSError):
         return None
-    return f"{max(1024, min(16384, total_mb // 4))}m"
+    return f"{max(1024, min(16384, total_mb // 4, HEAP_PER_CORE_MB * _local_cores(master)))}m"
 
 
 def _local_cores(master: str) -> int:
