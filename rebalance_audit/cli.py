@@ -12,6 +12,8 @@ import importlib
 import os
 import sys
 
+from pipelines.process_exit import exit_now
+
 # Sub-command modules, in the order `--help` lists them.
 COMMANDS = (
     "decode",
@@ -123,7 +125,7 @@ class _Version(argparse.Action):
 def main(argv: list[str] | None = None, *, as_process: bool = False) -> int:
     """Run one command; returns its exit code. ``as_process`` (the console script and
     ``python -m``): commands that set ``exit_at_end`` end the process right after they
-    return, see ``_exit_now``."""
+    return, see ``pipelines.process_exit.exit_now``."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.debug and args.command != "demo":  # the demo sends its own to its log file
@@ -132,29 +134,13 @@ def main(argv: list[str] | None = None, *, as_process: bool = False) -> int:
         logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     code = _run(args)
     if as_process and getattr(args, "exit_at_end", False):
-        _exit_now(code)
+        exit_now(code)
     return code
 
 
 def script() -> None:
     """The ``rebalance-audit`` console script."""
     sys.exit(main(as_process=True))
-
-
-def _exit_now(code: int) -> None:
-    """End the process without interpreter teardown, once all output is flushed.
-
-    A finished ingestion has committed everything it read; tearing the interpreter down
-    after it can still race native thread pools (librdkafka's, Arrow's) and abort the
-    process with SIGABRT ("terminate called without an active exception"), turning a run
-    that succeeded into a failure for the scheduler that started it. Only commands without
-    atexit work (no Spark, no broker) ask for this."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    os._exit(code)
 
 
 def _first_line(exc: BaseException) -> str:

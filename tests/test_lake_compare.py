@@ -39,3 +39,10 @@ def test_equal_rows_arrived_at_other_times_are_equal_and_other_rows_differ(tmp_p
     assert done.returncode == 1
     assert done.stdout.splitlines() == ["commits: DIFFERS", "1 of 1 tables differ"]
     assert _compare(a, other, "--ignore", "commits").returncode == 0
+
+
+def test_a_path_without_tables_is_an_error_not_an_equal_lake(tmp_path):
+    a = _lake(tmp_path / "a", [1], 1_000)
+    for args in ((tmp_path / "missing", tmp_path / "missing"), (a, tmp_path / "missing")):
+        done = _compare(*args)
+        assert done.returncode == 2 and "not a lake" in done.stderr, (done.stdout, done.stderr)

@@ -46,6 +46,12 @@ def main(argv: list[str] | None = None) -> int:
                                                  "a log of every check made")
     args = ap.parse_args(argv)
     a, b = Lake(args.a), Lake(args.b)
+    # A mistyped path (or a run that failed before it wrote) is no lake: two of them would
+    # compare "equal", a comparison of nothing.
+    empty = [path for path, lake in ((args.a, a), (args.b, b)) if not lake.tables()]
+    if empty:
+        print(f"compare: no table in {', '.join(empty)}: not a lake", file=sys.stderr)
+        return 2
     left_out = {t for t in args.ignore.split(",") if t}
     differs = [t for t in differing_tables(a, b) if t not in left_out]
     for name in sorted((set(a.tables()) | set(b.tables())) - left_out):
@@ -55,4 +61,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from pipelines.process_exit import exit_now
+
+    exit_now(main())
