@@ -268,32 +268,18 @@ def _commit_keys(keys: Iterable[bytes]) -> set[tuple[str, int]]:
     return found
 
 
-def _log_starts(consumer: _Consumer, partitions: list[int], timeout: float) -> dict[int, int]:
-    """Each partition's log start offset (the EARLIEST sentinel, -2, as the timestamp; one
-    ListOffsets request per leader): where a reader from the beginning starts. Partitions
-    whose start cannot be had now are left out (nothing before their first record is read
-    back)."""
-    from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
+def _list_offsets(consumer: _Consumer, partitions: list[int], timeout: float, sentinel: int) -> dict[int, int]:
+    """Each partition's offset for a ListOffsets sentinel given as the timestamp (one request
+    per leader; librdkafka's ListOffsets carries the consumer's isolation level): LATEST
+    (-1) is the end a read_committed reader sees now, its last stable offset; EARLIEST (-2)
+    the log start offset, where a reader from the beginning starts. Partitions whose offset
+    cannot be had now are left out."""
+    from confluent_kafka import KafkaException, TopicPartition
 
     if not partitions:
         return {}
     try:
-        found = consumer.c.offsets_for_times([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in partitions],
-                                             timeout=min(timeout, 10.0))
-    except KafkaException:
-        return {}
-    return {tp.partition: tp.offset for tp in found if tp.error is None and tp.offset >= 0}
-
-
-def _end_targets(consumer: _Consumer, partitions: list[int], timeout: float) -> dict[int, int]:
-    """Each partition's end as a read_committed reader sees it now (its last stable offset),
-    in one ListOffsets request per leader (the LATEST sentinel, -1, as the timestamp;
-    librdkafka's ListOffsets carries the consumer's isolation level). Partitions whose end
-    cannot be had now are left out: they are done at end of partition only."""
-    from confluent_kafka import OFFSET_END, KafkaException, TopicPartition
-
-    try:
-        found = consumer.c.offsets_for_times([TopicPartition(TOPIC, p, OFFSET_END) for p in partitions],
+        found = consumer.c.offsets_for_times([TopicPartition(TOPIC, p, sentinel) for p in partitions],
                                              timeout=min(timeout, 10.0))
     except KafkaException:
         return {}
@@ -375,7 +361,7 @@ def ingest_kafka(
     topic id, as the brokers answer) was loaded under before, else "default"; a given name
     that disagrees with what the lake knows is used and warned about (pipelines/ingest/identity.py).
     The name used and the warnings are in `summary.extra` ("cluster", "identity_warnings")."""
-    from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
+    from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, TopicPartition
 
     if cluster is not None:
         check_cluster(cluster)
@@ -397,10 +383,11 @@ def ingest_kafka(
         consumer.c.assign(
             [TopicPartition(TOPIC, p, start[p] if start[p] is not None else OFFSET_BEGINNING) for p in partitions]
         )
-        targets = _end_targets(consumer, partitions, timeout)
+        # Partitions without an end here are done at end of partition only.
+        targets = _list_offsets(consumer, partitions, timeout, OFFSET_END)
         # Where the partitions read from their beginning start: what read_committed skips
-        # before their first record is a skipped run like any other.
-        log_start = _log_starts(consumer, [p for p in partitions if start[p] is None], timeout)
+        # before their first record is a skipped run like any other (none known: not read back).
+        log_start = _list_offsets(consumer, [p for p in partitions if start[p] is None], timeout, OFFSET_BEGINNING)
         positions: dict[int, int] = {}   # partition → next offset, not yet committed
         # Done: read to an end it had during this run (see the module docstring); never undone.
         done: set[int] = {p for p in partitions if start[p] is not None and p in targets and start[p] >= targets[p]}
