@@ -44,7 +44,7 @@ gold has no rows of it. The rules above look only at the clusters gold has seen.
 A full rebuild (every table overwritten) happens when: a gold table is missing or has no
 positions, it was written by a gold of another FORMAT, the parameters' fingerprint changed,
 the `cluster_settings` version changed, a broker's clock offset changed, or its inputs
-cannot be followed (`stages.Stage.changes`, the rule gold, what-if and the report share):
+cannot be followed (`stages.Stage.changes`, the rule every incremental stage decides by):
 an input table appeared or vanished since, an input's version went backwards, or an input
 was not only appended to (rows removed: overwrite, delete, MERGE; bronze apart, read by its
 version stamps). A compaction (`OPTIMIZE`, dataChange false) of rows gold had
