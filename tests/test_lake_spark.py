@@ -136,3 +136,40 @@ def test_delta_rs_and_delta_spark_race_on_one_table(lake, spark):  # noqa: F811
     assert got == sorted([("rs", o) for o in range(rounds * 10)] + [("spark", o) for o in range(rounds * 10)])
     history = DeltaTable(lake.uri("b")).history()
     assert len(history) == 1 + 2 * rounds == lake.version("b") + 1
+
+
+def _data_file(path, offsets) -> str:
+    import pyarrow.parquet as pq
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(bronze_like("-", 0, offsets).drop(["cluster", "partition"]), path)
+    return str(path)
+
+
+def test_one_read_gives_each_file_its_partition_values_and_a_filter_keeps_them(tmp_path, spark):  # noqa: F811
+    """Files of several partitions (a null value among them) are one Parquet scan, each
+    row carrying the values the log gives its file."""
+    from pipelines.lake import sparkio
+
+    files = {_data_file(tmp_path / "x" / "part-00000-a.c000.snappy.parquet", [1, 2]): {"cluster": "c1", "partition": 0},
+             _data_file(tmp_path / "y" / "part-00000-b.c000.snappy.parquet", [3]): {"cluster": "c2", "partition": None},
+             _data_file(tmp_path / "z" / "part-00001-c.c000.snappy.parquet", [4]): {"cluster": "c2", "partition": 5}}
+    df = sparkio.read_files(spark, files, SCHEMA, ["cluster", "partition"])
+    assert df.columns == SCHEMA.names
+    assert sorted(((r["cluster"], r["partition"], r["offset"]) for r in df.collect()), key=lambda r: r[2]) == [
+        ("c1", 0, 1), ("c1", 0, 2), ("c2", None, 3), ("c2", 5, 4)]
+    assert "Union" not in df._jdf.queryExecution().optimizedPlan().toString()
+    assert sorted(r["offset"] for r in df.filter("cluster = 'c2'").collect()) == [3, 4]
+
+
+def test_files_of_one_name_in_two_partitions_are_read_apart(tmp_path, spark):  # noqa: F811
+    """A name the log holds twice (no writer of the lake makes one, another tool could)
+    cannot tell its rows' partitions apart: each partition is then read on its own."""
+    from pipelines.lake import sparkio
+
+    files = {_data_file(tmp_path / "x" / "part-0.parquet", [1, 2]): {"cluster": "c1", "partition": 0},
+             _data_file(tmp_path / "y" / "part-0.parquet", [3]): {"cluster": "c2", "partition": 0},
+             _data_file(tmp_path / "z" / "odd name ü.parquet", [4]): {"cluster": "c3", "partition": 1}}
+    df = sparkio.read_files(spark, files, SCHEMA, ["cluster", "partition"])
+    assert sorted((r["cluster"], r["partition"], r["offset"]) for r in df.collect()) == [
+        ("c1", 0, 1), ("c1", 0, 2), ("c2", 0, 3), ("c3", 1, 4)]
