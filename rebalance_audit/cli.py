@@ -199,6 +199,13 @@ def _run(args: argparse.Namespace) -> int:
         if args.debug:
             raise
         _say(f"rebalance-audit {args.command}: error: {one_line(exc, args)}")
+        # A JVM that died says only "Connection refused" through PySpark: its log says why.
+        from pipelines.jvm_exit import describe
+        from pipelines.spark import spark_log_file
+
+        ended = describe(spark_log_file())
+        if ended:
+            _say(f"rebalance-audit {args.command}: {ended}")
         return 1
 
 
