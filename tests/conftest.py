@@ -34,12 +34,12 @@ def recordings_dir(shared_dir: Path) -> Path:
 # The longest modules, started first. With --dist loadscope a module runs whole on one
 # worker, in collection order: one of several minutes collected late (the Spark standalone
 # run) would run alone at the end while the other worker idles.
-LONGEST_FIRST = (  # measured: `make test PYTEST_ARGS=--durations=120`, 2026-11-27, longest first
-    "test_spark_standalone", "test_gold_incremental", "test_run_killed", "test_dashboards_report",
-    "test_gold_findings", "test_quality_suites", "test_coordinator_failover", "test_assets_run_cli",
-    "test_lake_lock", "test_silver_recordings", "test_assets_materialize", "test_silver_incremental",
-    "test_ingest_live", "test_ingest_broker_trouble", "test_quality_incremental", "test_whatif_incremental", "test_whatif_recordings",
-    "test_maintain_cli", "test_shell",
+LONGEST_FIRST = (  # measured: `make test PYTEST_ARGS=--durations=0`, 2026-11-28, longest first
+    "test_gold_incremental", "test_spark_standalone", "test_dashboards_report", "test_run_killed",
+    "test_gold_findings", "test_coordinator_failover", "test_ingest_live", "test_lake_lock", "test_assets_run_cli",
+    "test_ingest_broker_trouble", "test_quality_suites", "test_whatif_incremental", "test_assets_materialize",
+    "test_silver_incremental", "test_shell", "test_sql_server", "test_dagster_instance", "test_maintain_cli",
+    "test_quality_incremental", "test_whatif_recordings",
 )
 
 
