@@ -27,32 +27,43 @@ COLUMNS = ["cluster", "group_id", "topic", "partition", "kind", "from_ts", "to_t
 def missing_offsets(inputs: GoldInputs) -> DataFrame | None:
     """Missing log offsets per coordinator partition: (cluster, coordinator_partition,
     hole_from, hole_to exclusive); None without bronze positions. Episodes and coverage gaps
-    both read it: `build_all` computes it once."""
+    both read it: `build_all` computes it once.
+
+    One ordered pass over the positions finds every run of missing offsets (and pins them:
+    few rows); only the partitions read live with runs of two or more are read again, to
+    tell runs of transaction markers from compaction (`transactions.without_marker_runs`).
+    A lake read from segment files pays for one sort of its positions, not one per use."""
+    from . import pin
+
     if inputs.bronze_positions is None:
         return None
     b = inputs.bronze_positions
     w = Window.partitionBy("cluster", "partition").orderBy("offset")
-    b = b.withColumn("_prev", F.lag("offset").over(w))
-    first = b.groupBy("cluster", "partition").agg(F.min("offset").alias("hole_to")).where(F.col("hole_to") > 0) \
-        .withColumn("hole_from", F.lit(0).cast("long"))
     # Read live (read_committed), a single missing offset can be a transaction marker the
     # consumer never sees: not a hole. Segment files hold the markers too, so there any
     # missing offset is one (compaction often removes a single record: an old
     # GroupMetadata between two kept ones, whose generation would otherwise read as a
     # rebalance that never completed).
-    live = F.col("source") == "kafka"
-    if "source" in b.columns:
-        b = b.withColumn("_live", F.coalesce(live | F.lag(live).over(w), F.lit(True)))
-    else:
-        b = b.withColumn("_live", F.lit(True))
-    step = F.when(F.col("_live"), 2).otherwise(1)
-    mid = b.where(F.col("offset") - F.col("_prev") > step).select(
-        "cluster", "partition", (F.col("_prev") + 1).alias("hole_from"), F.col("offset").alias("hole_to"), "_live")
-    # Live, several markers can stand side by side (transactions.py).
-    live_holes = transactions.without_marker_runs(b, mid.where(F.col("_live")).drop("_live"))
-    mid = mid.where(~F.col("_live")).drop("_live").unionByName(live_holes)
-    return first.select("cluster", "partition", "hole_from", "hole_to").unionByName(mid) \
-        .withColumnRenamed("partition", "coordinator_partition")
+    live = F.coalesce((F.col("source") == "kafka") | F.lag(F.col("source") == "kafka").over(w), F.lit(True)) \
+        if "source" in b.columns else F.lit(True)
+    gaps = b.select("cluster", "partition", "offset", F.lag("offset").over(w).alias("_prev"), live.alias("_live")) \
+        .where(F.coalesce(F.col("offset") - F.col("_prev"), F.col("offset") + 1) > 1)
+    gaps = pin(gaps.select("cluster", "partition", F.coalesce(F.col("_prev") + 1, F.lit(0).cast("long")).alias("hole_from"),
+                           F.col("offset").alias("hole_to"), F.col("_prev").isNull().alias("_first"), "_live"))
+    # Before a partition's first record: a hole whatever the source.
+    cols = ["cluster", "partition", "hole_from", "hole_to"]
+    mid = gaps.where(~F.col("_first") & (F.col("hole_to") - F.col("hole_from") >= F.when(F.col("_live"), 2).otherwise(1)))
+    holes = gaps.where(F.col("_first")).select(*cols).unionByName(mid.where(~F.col("_live")).select(*cols))
+    live_holes = mid.where(F.col("_live")).select(*cols)
+    # Live, several markers can stand side by side (transactions.py): judged on the
+    # positions of the partitions that have such runs (a few, known once the gaps are).
+    parts = [(r["cluster"], r["partition"]) for r in live_holes.select("cluster", "partition").distinct().collect()]
+    if parts:
+        keys = b.sparkSession.createDataFrame(parts, "cluster string, partition int")
+        p = b.join(F.broadcast(keys), ["cluster", "partition"], "left_semi") \
+            .withColumn("_prev", F.lag("offset").over(w))
+        holes = holes.unionByName(transactions.without_marker_runs(p, live_holes))
+    return holes.select("cluster", F.col("partition").alias("coordinator_partition"), "hole_from", "hole_to")
 
 
 def build_coverage_gaps(inputs: GoldInputs, holes: DataFrame | None) -> DataFrame:
