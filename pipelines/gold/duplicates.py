@@ -105,9 +105,8 @@ def partition_rates(attributed: DataFrame) -> DataFrame:
     before the group started), a burst that an average over all commits would spread into
     the partition's rate (a third too high on a partition with one handover and a manual
     committer). The mean over all commits stands in when no gap is long enough to measure."""
-    w = Window.partitionBy(*TP).orderBy("effective_log_offset")
-    c = attributed.withColumn("gap_ms", F.col("commit_ms") - F.lag("commit_ms").over(w)) \
-        .withColumn("d_off", F.col("offset") - F.lag("offset").over(w))
+    c = with_neighbours(attributed, {"offset": "_prev_off", "commit_ms": "_prev_ms"})
+    c = c.withColumn("gap_ms", F.col("commit_ms") - F.col("_prev_ms")).withColumn("d_off", F.col("offset") - F.col("_prev_off"))
     gap_rate = F.when((F.col("gap_ms") >= 500) & (F.col("d_off") >= 0), F.col("d_off") / F.col("gap_ms"))
     mean_rate = (F.sum(F.when((F.col("gap_ms") > 0) & (F.col("d_off") >= 0), F.col("d_off")))
                  / F.sum(F.when((F.col("gap_ms") > 0) & (F.col("d_off") >= 0), F.col("gap_ms"))))
@@ -132,6 +131,23 @@ def handovers(intervals: DataFrame) -> DataFrame:
                    & (F.col("prev_incarnation") == F.col("incarnation")))
 
 
+def resumed_from(starts: DataFrame, attributed: DataFrame) -> DataFrame:
+    """The committed offset a new owner resumed from: for each (partition, `start_pos`) of
+    `starts`, the last commit before that position (`start_offset`, `resume_commit_ms`).
+
+    An as-of lookup in one ordered pass over the partition's commits and starts together
+    (a start sorts before a commit at its own position: only commits before it count); a
+    join of every start with every earlier commit grows with their product."""
+    starts = starts.select(*TP, F.col("start_pos").alias("_pos"), F.lit(0).alias("_kind"),
+                           F.lit(None).cast("struct<o:bigint,ms:bigint>").alias("_c"))
+    commits = attributed.select(*TP, F.col("effective_log_offset").alias("_pos"), F.lit(1).alias("_kind"),
+                                F.struct(F.col("offset").alias("o"), F.col("commit_ms").alias("ms")).alias("_c"))
+    w = Window.partitionBy(*TP).orderBy("_pos", "_kind").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    last = F.last("_c", ignorenulls=True).over(w)
+    return starts.unionByName(commits).withColumn("_last", last).where(F.col("_kind") == 0).select(
+        *TP, F.col("_pos").alias("start_pos"), F.col("_last.o").alias("start_offset"), F.col("_last.ms").alias("resume_commit_ms"))
+
+
 def handover_estimates(inputs: GoldInputs, intervals: DataFrame, attributed: DataFrame, params: GoldParams) -> DataFrame:
     """Every handover with what its old owner did last: its last commit (`last_ms`), when it
     stopped processing (`stop_estimate_ms`, null when no record says: a static member's
@@ -145,12 +161,7 @@ def handover_estimates(inputs: GoldInputs, intervals: DataFrame, attributed: Dat
         .join(stats, TP + ["from_member", "from_start_pos"], "left")
     h = h.join(partition_rates(attributed), TP, "left")
     h = h.join(member_cadences(gaps), ["cluster", "group_id", "from_member"], "left")
-    # The committed offset the new owner resumed from: the last commit before its assignment.
-    c = attributed.select(*TP, F.col("effective_log_offset").alias("_cpos"), F.col("offset").alias("_coff"),
-                          F.col("commit_ms").alias("_cms"))
-    resumed = h.select(*TP, "start_pos").distinct().join(c, TP).where(F.col("_cpos") < F.col("start_pos")) \
-        .groupBy(*TP, "start_pos").agg(F.max_by("_coff", "_cpos").alias("start_offset"), F.max_by("_cms", "_cpos").alias("resume_commit_ms"))
-    h = h.join(resumed, TP + ["start_pos"], "left")
+    h = h.join(resumed_from(h.select(*TP, "start_pos").distinct(), attributed), TP + ["start_pos"], "left")
 
     exits = ev_mod.member_exits(inputs)
     if exits is not None:
