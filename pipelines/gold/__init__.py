@@ -45,9 +45,7 @@ def build_all(inputs: GoldInputs, params: GoldParams | None = None) -> dict:
     holdings = pin(ownership.build_ownership_intervals(inputs, snaps, params))
     # Live-read commits of an app committing through its producer carry no flag: told by
     # their markers' offsets (transactions.py).
-    # With each commit's neighbours, which most findings read (one sort of the commits).
-    attributed = pin(ownership.with_neighbours(
-        transactions.with_inferred(inputs, ownership.build_commit_attribution(inputs, holdings))))
+    attributed = pin(transactions.with_inferred(inputs, ownership.build_commit_attribution(inputs, holdings)))
     # Each handover's old owner's stop: the duplicate windows and the episodes' unconsumed time.
     handed = pin(duplicates.handover_estimates(inputs, holdings, attributed, params))
     # Lag: a table of its own, and each episode's lag when it started.
@@ -58,7 +56,7 @@ def build_all(inputs: GoldInputs, params: GoldParams | None = None) -> dict:
         episodes.with_unconsumed(pin(episodes.build_rebalance_episodes(inputs, snaps, holes, params)), handed), lags))
     out = {
         "ownership_intervals": holdings,
-        "commit_attribution": attributed.drop(*ownership.NEIGHBOUR_COLUMNS),
+        "commit_attribution": attributed,
         "rebalance_episodes": eps,
         "duplicate_windows": duplicates.build_duplicate_windows(handed, attributed),
         "skip_windows": anomalies.build_skip_windows(inputs, attributed, params),

@@ -240,29 +240,14 @@ def build_ownership_intervals(inputs: GoldInputs, snaps: DataFrame | None = None
 COMMIT_PARTITION = ["cluster", "group_id", "topic", "partition", "coordinator_partition"]
 
 
-# The neighbours the findings read (the previous and the next commit of the same
-# partition, in log order): `build_all` adds them once, to the attribution it pins, so that
-# each finding does not sort every commit again; `with_neighbours` adds what is missing.
-PREVIOUS = {"offset": "_prev_off", "commit_ms": "_prev_ms", "incarnation": "_prev_inc", "member_id": "_prev_member"}
-FOLLOWING = {"offset": "_next_off", "member_id": "_next_member"}
-NEIGHBOUR_COLUMNS = [*PREVIOUS.values(), *FOLLOWING.values()]
-
-
-def with_neighbours(attributed: DataFrame, previous: dict[str, str] | None = None,
-                    following: dict[str, str] | None = None) -> DataFrame:
-    """`attributed` with the previous (`previous`: column → new name; default all of
-    PREVIOUS) and next (`following`; default all of FOLLOWING when `previous` is not given
-    either) commit's columns of the same partition, in log order. Columns `attributed`
-    already has are taken as they are."""
-    if previous is None and following is None:
-        previous, following = PREVIOUS, FOLLOWING
+def with_neighbours(attributed: DataFrame, previous: dict[str, str], following: dict[str, str] | None = None) -> DataFrame:
+    """`attributed` with the previous (`previous`: column → new name) and next (`following`)
+    commit's columns of the same partition, in log order."""
     w = Window.partitionBy(*COMMIT_PARTITION).orderBy("effective_log_offset")
-    for col, name in (previous or {}).items():
-        if name not in attributed.columns:
-            attributed = attributed.withColumn(name, F.lag(col).over(w))
+    for col, name in previous.items():
+        attributed = attributed.withColumn(name, F.lag(col).over(w))
     for col, name in (following or {}).items():
-        if name not in attributed.columns:
-            attributed = attributed.withColumn(name, F.lead(col).over(w))
+        attributed = attributed.withColumn(name, F.lead(col).over(w))
     return attributed
 
 
