@@ -18,7 +18,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from . import transactions
+from . import pin, transactions
 from .model import GoldInputs, converted, ms
 
 COLUMNS = ["cluster", "group_id", "topic", "partition", "kind", "from_ts", "to_ts", "log_from", "log_to", "detail"]
@@ -33,8 +33,6 @@ def missing_offsets(inputs: GoldInputs) -> DataFrame | None:
     few rows); only the partitions read live with runs of two or more are read again, to
     tell runs of transaction markers from compaction (`transactions.without_marker_runs`).
     A lake read from segment files pays for one sort of its positions, not one per use."""
-    from . import pin
-
     if inputs.bronze_positions is None:
         return None
     b = inputs.bronze_positions

@@ -18,6 +18,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from . import events as ev_mod
+from . import pin
 from .model import GoldInputs, GoldParams, converted, ms
 from .ownership import GROUP_KEYS, TP_KEYS
 
@@ -70,7 +71,9 @@ def _classic(inputs: GoldInputs, snaps: DataFrame, holes: DataFrame | None) -> D
         F.sum(F.when(F.col("_prev_owner").isNotNull() & ~F.col("_prev_owner").eqNullSafe(F.col("member_id")), 1).otherwise(0)).alias("moved_out"),
     )
     s = s.join(moves, GROUP_KEYS + ["snap_pos"], "left")
-    s = s.withColumn("prev_unowned", F.lag(F.col("n_parts") - F.col("n_owned")).over(w))
+    # Pinned, and `changed` below: each is read by several branches, and every branch of an
+    # unpinned plan re-plans and re-runs the whole chain beneath it (`pin`).
+    s = pin(s.withColumn("prev_unowned", F.lag(F.col("n_parts") - F.col("n_owned")).over(w)))
     changed = _after_conversion(inputs, s.where(F.col("generation") > F.coalesce("prev_gen", F.lit(0))))
     if holes is not None:
         gap = changed.select(*GROUP_KEYS, "coordinator_partition", "snap_pos", "prev_pos").join(holes, ["cluster", "coordinator_partition"]) \
@@ -79,6 +82,7 @@ def _classic(inputs: GoldInputs, snaps: DataFrame, holes: DataFrame | None) -> D
         changed = changed.join(gap, GROUP_KEYS + ["snap_pos"], "left")
     else:
         changed = changed.withColumn("_hole", F.lit(None).cast("boolean"))
+    changed = pin(changed)
     coop = F.coalesce(F.col("protocol"), F.lit("")).contains("cooperative")
     phase2 = coop & (F.coalesce("prev_unowned", F.lit(0)) > 0) & (F.col("moved_in") > 0) & (F.col("prev_gen") == F.col("generation") - 1)
     # The first classic record after the group was a consumer group is the conversion back,
