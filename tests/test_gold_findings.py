@@ -165,6 +165,18 @@ def test_windows_cover_real_duplicates(gold, scenario):
     assert abs(f["estimate"] - total) <= 0.25 * total, f
 
 
+def test_classic_episodes_carry_their_groups_protocol(gold):
+    """An episode the records do not name a protocol for (a logged start no record completed,
+    an empty group's generation) takes its group's latest: never null while the group has
+    one on record. (It once took the first row's, null when that row was an empty
+    generation, and which row came first depended on how Spark had laid the rows out.)"""
+    eps = [r for r in gold.rows["rebalance_episodes"] if r["protocol_kind"] == "classic"]
+    named = {(r["cluster"], r["group_id"]) for r in eps if r["protocol"] is not None}
+    unnamed = [(r["cluster"], r["group_id"], r["to_generation"]) for r in eps
+               if r["protocol"] is None and (r["cluster"], r["group_id"]) in named]
+    assert named and not unnamed
+
+
 def test_window_causes(gold):
     # README: c2 SIGKILLed (crash_autocommit); c2 stalled past max.poll.interval.ms and
     # librdkafka left the group (poll_timeout); k2 SIGKILLed and fenced (kip848).

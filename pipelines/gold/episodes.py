@@ -152,7 +152,10 @@ def _with_logs(inputs: GoldInputs, eps: DataFrame) -> DataFrame:
     # Groups the logs know: their episodes are the logged starts (plus record-only changes the logs missed).
     j = eps.join(st, ["cluster", "group_id", "to_generation"], "full_outer")
     j = _completed_in_logs(inputs, j)
-    inc = eps.groupBy("cluster", "group_id").agg(F.max("incarnation").alias("_inc"), F.first("protocol").alias("_proto"))
+    # A logged episode no record completed takes the group's latest known protocol. (Not the
+    # first row's: rows come in no set order, and an empty group's generation has none.)
+    latest = F.when(F.col("protocol").isNotNull(), F.struct("incarnation", "to_generation"))
+    inc = eps.groupBy("cluster", "group_id").agg(F.max("incarnation").alias("_inc"), F.max_by("protocol", latest).alias("_proto"))
     j = j.join(inc, ["cluster", "group_id"], "left")
     return j.withColumn("incarnation", F.coalesce("incarnation", "_inc", F.lit(0))) \
         .withColumn("protocol_kind", F.coalesce("protocol_kind", F.lit("classic"))) \
