@@ -38,10 +38,9 @@ def build_all(inputs: GoldInputs, params: GoldParams | None = None) -> dict:
     # Parquet files (a pin costs a Spark job per input and holds every input in memory).
     # The intermediate results several tables share are pinned once.
     snaps = ownership.assignment_snapshots(inputs)  # a projection: cheaper re-read than pinned
-    # The missing offsets of the coordinator partitions (a window over the whole bronze
-    # positions; few rows): the episodes and the coverage gaps both read them.
+    # The missing offsets of the coordinator partitions (few rows, pinned where they are
+    # computed): the episodes and the coverage gaps both read them.
     holes = coverage.missing_offsets(inputs)
-    holes = pin(holes) if holes is not None else None
     holdings = pin(ownership.build_ownership_intervals(inputs, snaps, params))
     # Live-read commits of an app committing through its producer carry no flag: told by
     # their markers' offsets (transactions.py).

@@ -29,9 +29,10 @@ def missing_offsets(inputs: GoldInputs) -> DataFrame | None:
     hole_from, hole_to exclusive); None without bronze positions. Episodes and coverage gaps
     both read it: `build_all` computes it once.
 
-    One ordered pass over the positions finds every run of missing offsets (and pins them:
-    few rows); only the partitions read live with runs of two or more are read again, to
-    tell runs of transaction markers from compaction (`transactions.without_marker_runs`).
+    One ordered pass over the positions finds every run of missing offsets and pins them
+    (few rows; the result is a projection of that pin, or pinned itself); only the
+    partitions read live with runs of two or more are read again, to tell runs of
+    transaction markers from compaction (`transactions.without_marker_runs`).
     A lake read from segment files pays for one sort of its positions, not one per use."""
     if inputs.bronze_positions is None:
         return None
@@ -48,9 +49,9 @@ def missing_offsets(inputs: GoldInputs) -> DataFrame | None:
         .where(F.coalesce(F.col("offset") - F.col("_prev"), F.col("offset") + 1) > 1)
     gaps = pin(gaps.select("cluster", "partition", F.coalesce(F.col("_prev") + 1, F.lit(0).cast("long")).alias("hole_from"),
                            F.col("offset").alias("hole_to"), F.col("_prev").isNull().alias("_first"), "_live"))
-    # Before a partition's first record: a hole whatever the source.
     cols = ["cluster", "partition", "hole_from", "hole_to"]
     mid = gaps.where(~F.col("_first") & (F.col("hole_to") - F.col("hole_from") >= F.when(F.col("_live"), 2).otherwise(1)))
+    # Before a partition's first record: a hole whatever the source.
     holes = gaps.where(F.col("_first")).select(*cols).unionByName(mid.where(~F.col("_live")).select(*cols))
     live_holes = mid.where(F.col("_live")).select(*cols)
     # Live, several markers can stand side by side (transactions.py): judged on the
@@ -60,7 +61,8 @@ def missing_offsets(inputs: GoldInputs) -> DataFrame | None:
         keys = b.sparkSession.createDataFrame(parts, "cluster string, partition int")
         p = b.join(F.broadcast(keys), ["cluster", "partition"], "left_semi") \
             .withColumn("_prev", F.lag("offset").over(w))
-        holes = holes.unionByName(transactions.without_marker_runs(p, live_holes))
+        # Pinned too: the marker test's plan re-reads those partitions' positions.
+        holes = pin(holes.unionByName(transactions.without_marker_runs(p, live_holes)))
     return holes.select("cluster", F.col("partition").alias("coordinator_partition"), "hole_from", "hole_to")
 
 
