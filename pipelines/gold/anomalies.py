@@ -35,7 +35,9 @@ def build_commit_anomalies(inputs: GoldInputs, intervals: DataFrame, params: Gol
     r = a.withColumn("_new", F.when(F.col("offset").eqNullSafe(F.col("_prev_off")), 0).otherwise(1)) \
         .withColumn("_run", F.sum("_new").over(w.rowsBetween(Window.unboundedPreceding, Window.currentRow)))
     runs = r.groupBy(*TP, "_run").agg(F.min("commit_ms").alias("s"), F.max("commit_ms").alias("e"), F.count("*").alias("commits"),
-                                     F.first("offset").alias("offset_from"), F.first("member_id").alias("member_id"))
+                                     F.first("offset").alias("offset_from"),
+                                     # A run can span owners: the one whose commit started it.
+                                     F.min_by("member_id", "effective_log_offset").alias("member_id"))
     runs = runs.where((F.col("commits") >= params.stall_min_commits) & (F.col("e") - F.col("s") >= params.stall_min_ms))
     # ... while the group progressed on another partition of the topic in the same span.
     moving = a.where(F.col("offset") > F.col("_prev_off")).select("cluster", "group_id", "topic", F.col("partition").alias("_op"),
