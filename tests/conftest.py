@@ -36,7 +36,7 @@ def recordings_dir(shared_dir: Path) -> Path:
 # run) would run alone at the end while the other worker idles.
 LONGEST_FIRST = (  # measured: `make test PYTEST_ARGS=--durations=0`, 2026-11-28, longest first
     "test_gold_incremental", "test_spark_standalone", "test_dashboards_report", "test_run_killed",
-    "test_gold_findings", "test_coordinator_failover", "test_ingest_live", "test_lake_lock", "test_assets_run_cli",
+    "test_gold_findings", "test_ingest_live", "test_lake_lock", "test_assets_run_cli",
     "test_ingest_broker_trouble", "test_quality_suites", "test_whatif_incremental", "test_assets_materialize",
     "test_silver_incremental", "test_shell", "test_sql_server", "test_dagster_instance", "test_maintain_cli",
     "test_quality_incremental", "test_whatif_recordings",

@@ -39,7 +39,14 @@ from testbed.scenario import (
 from tests.cli import need_kafka, run_cli
 from tests.scenario_truth import read_truth
 
-pytestmark = [pytest.mark.broker, pytest.mark.spark]
+# Alone (scripts/test.sh's first phase): the members commit every second and the truth is
+# what each processed in the second before the kill. Beside another worker's Spark jobs on two
+# cores, a CI-like run (2026-11-29) saw both effects docs/gold.md describes for a loaded
+# machine: a broker's clock measured 1,037 ms off its skew (its log line of a metadata change
+# written late) and a crashed owner's last commit judged a final one (two records consumed
+# twice in no window). Run alone, the same module passed twice that day, once beside two
+# busy loops.
+pytestmark = [pytest.mark.broker, pytest.mark.spark, pytest.mark.alone]
 
 CLUSTER = "failover"
 GROUP_PREFIX = "failover-orders"
