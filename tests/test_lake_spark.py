@@ -173,3 +173,36 @@ def test_files_of_one_name_in_two_partitions_are_read_apart(tmp_path, spark):  #
     df = sparkio.read_files(spark, files, SCHEMA, ["cluster", "partition"])
     assert sorted((r["cluster"], r["partition"], r["offset"]) for r in df.collect()) == [
         ("c1", 0, 1), ("c1", 0, 2), ("c2", 0, 3), ("c3", 1, 4)]
+
+
+_APPEND_JOBS = """
+import json, sys
+from pipelines.spark import get_spark
+spark = get_spark("local[1]", app_name="append-jobs")
+df = spark.range(3).selectExpr("cast(id as string) as cluster", "id as x")
+tracker, jobs = spark.sparkContext.statusTracker(), []
+for _ in range(3):
+    before = len(tracker.getJobIdsForGroup(None))
+    df.write.format("delta").mode("append").partitionBy("cluster").save(sys.argv[1])
+    jobs.append(len(tracker.getJobIdsForGroup(None)) - before)
+print(json.dumps(jobs))
+"""
+
+
+def test_an_append_costs_the_same_spark_jobs_whatever_the_machines_time_zone(tmp_path):
+    """A machine off UTC (a laptop in Berlin) must not pay delta-spark's state rebuild after
+    every commit (pipelines/spark.py): each append runs the Spark jobs it runs under UTC."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    jobs = {}
+    for tz in ("UTC", "Europe/Berlin"):
+        done = subprocess.run([sys.executable, "-c", _APPEND_JOBS, str(tmp_path / tz.replace("/", "-"))], cwd=repo,
+                              env={**os.environ, "TZ": tz}, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        jobs[tz] = json.loads(done.stdout.strip().splitlines()[-1])
+    assert jobs["Europe/Berlin"] == jobs["UTC"], jobs
