@@ -2,6 +2,12 @@
 a Spark write is one commit with its positions, and every table is a SQL view by its name."""
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
@@ -192,12 +198,6 @@ print(json.dumps(jobs))
 def test_an_append_costs_the_same_spark_jobs_whatever_the_machines_time_zone(tmp_path):
     """A machine off UTC (a laptop in Berlin) must not pay delta-spark's state rebuild after
     every commit (pipelines/spark.py): each append runs the Spark jobs it runs under UTC."""
-    import json
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
     repo = Path(__file__).resolve().parents[1]
     jobs = {}
     for tz in ("UTC", "Europe/Berlin"):
