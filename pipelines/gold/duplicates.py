@@ -24,10 +24,13 @@ not in the records; it is bounded from its own commits:
 A handover whose old owner's last commit is a final one (written during the rebalance,
 i.e. less than a heartbeat-and-a-bit before the join completed, as long before the owner's
 own LeaveGroup, or off its regular cadence, as a commit on close or revoke is) has no
-window. (A member that leaves without a commit of its own, right after a regular one, is
-taken as clean: it can only have processed what came in that moment.) In a transactional group the
-committed offset is exactly what the committed output covers: anything re-processed was
-inside an aborted or fenced transaction, so there is no window either.
+window; unless the coordinator removed the owner (dynamic: no LeaveGroup, so no close)
+from a rebalance that started after that commit: then nothing asked for a final commit, and the last was a
+regular one however early it came. (A member that leaves without a commit of its own,
+right after a regular one, is taken as clean: it can only have processed what came in that
+moment.) In a transactional group the committed offset is exactly what the committed output
+covers: anything re-processed was inside an aborted or fenced transaction, so there is no
+window either.
 
 Offsets rewound by a later commit (a seek back) are a window with cause `offset_rewind`.
 """
@@ -204,7 +207,19 @@ def handover_estimates(inputs: GoldInputs, intervals: DataFrame, attributed: Dat
     final_commit = (gap_to_join <= grace) | before_own_leave | ((F.col("n_commits") >= 3) & (
         (F.col("last_gap_ms") < F.lit(params.off_cadence_ratio) * F.col("cadence_ms"))
         | ((F.col("n_commits") >= 4) & (F.col("last_gap_ms") < early))))
-    h = h.withColumn("_final", F.coalesce(final_commit, F.lit(False)))
+    # The timing rules are guesses where the coordinator's lines say what happened: a dynamic
+    # owner the coordinator removed (session expiry, poll timeout: no LeaveGroup, so no
+    # close), from a rebalance that started after its last commit (so no revocation asked for
+    # one), wrote a regular last commit, however early it came. On a loaded machine one late
+    # loop makes the next gap look short: with a single usual gap to measure against, the
+    # cadence rule alone judged such crashes final and left their partitions without a
+    # window. A static member (group.instance.id) closes without a LeaveGroup and its
+    # session then expires: its early last commit may well be a close's.
+    expired = F.col("prev_group_instance_id").isNull() & F.col("prev_owner_left") \
+        & F.col("exit_kind").isin("crash", "poll_timeout") \
+        & (F.col("exit_ts") >= F.col("last_ms")) \
+        & F.coalesce(F.col("rebalance_start_ts") > F.col("last_ms"), F.lit(True))
+    h = h.withColumn("_final", F.coalesce(final_commit & ~F.coalesce(expired, F.lit(False)), F.lit(False)))
     # Commits stop when there is nothing new to commit (auto-commit and most manual loops
     # skip unchanged offsets). A silence before the handover longer than the owner's cadence
     # that neither a failure detection (session timeout) nor a poll timeout (rebalance
