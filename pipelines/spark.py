@@ -30,8 +30,10 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 DEFAULT_MASTER = "local[*]"
 DELTA_JARS_ENV = "REBALANCE_AUDIT_DELTA_JARS"
@@ -367,3 +369,27 @@ def reliable_checkpoints(spark, base_uri: str) -> Iterator[None]:
     finally:
         path = sc._jvm.org.apache.hadoop.fs.Path(folder)
         path.getFileSystem(sc._jsc.hadoopConfiguration()).delete(path, True)
+
+
+# Table writes in flight at once (write_concurrently).
+CONCURRENT_WRITES = 4
+
+
+def write_concurrently(spark, write: Callable[[str, Any], None], tables: Mapping[str, Any]) -> None:
+    """`write(name, df)` for every table, up to CONCURRENT_WRITES at once, each in a thread
+    of its own (Spark runs the jobs of several driver threads side by side).
+
+    A write of a small table is mostly the driver's: planning, delta-spark's log and its
+    commit, with the executors idle; one at a time, a run of a dozen small tables waits
+    through each in turn. Each table is still one commit of its own, so a run killed midway
+    leaves some tables written and the others behind, as one at a time did. Every write is
+    waited for; then the first failure, in the tables' order, is raised."""
+    from pyspark.util import inheritable_thread_target
+
+    with ThreadPoolExecutor(max_workers=CONCURRENT_WRITES, thread_name_prefix="delta-write") as pool:
+        # Each thread takes this one's Spark local properties and session tags (pinned
+        # thread mode: every Python thread has a JVM thread of its own).
+        target = inheritable_thread_target(spark)(write)
+        futures = [pool.submit(target, name, df) for name, df in tables.items()]
+    for f in futures:
+        f.result()

@@ -6,7 +6,9 @@ those groups only from their whole silver history, and replaces their rows by (c
 group_id) in one commit per table (`Lake.replace_rows`), with the input versions it read as
 positions. Nothing new: no Spark job, no commit. The first run, and any run after
 the parameters, the cluster settings or an input's history changed, rebuilds everything
-(each table overwritten). Either way the tables equal a rebuild from scratch.
+(each table overwritten). Either way the tables equal a rebuild from scratch. The tables
+are written a few at a time (`pipelines.spark.write_concurrently`), each in a commit of its
+own, `group_summary` last.
 
 Per-cluster settings the records do not hold (heartbeat intervals, KIP-848 broker session
 settings) come from the lake table `cluster_settings` when it exists (see `settings.py`;
@@ -20,7 +22,7 @@ from dataclasses import dataclass, field
 
 from pipelines import stages
 from pipelines.lake import Positions
-from pipelines.spark import reliable_checkpoints
+from pipelines.spark import reliable_checkpoints, write_concurrently
 
 from pipelines.silver import clocks as silver_clocks
 
@@ -221,8 +223,7 @@ def update_gold(lake, params: GoldParams | None = None, cluster_settings: Iterab
 
     # On a cluster, the results build_all pins go to storage under the lake (see pin).
     with reliable_checkpoints(lake.spark, lake.root):
-        for name, df in build_all(inputs, params).items():
-            write(name, df)
+        write_concurrently(lake.spark, write, build_all(inputs, params))
     # The summary folds the tables just written (their rows of the groups this run covers),
     # so its figures are those tables' by construction; written last, so a run killed
     # before it recomputes it (it is behind) from tables already up to date.

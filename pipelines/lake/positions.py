@@ -28,6 +28,7 @@ logs only (no Spark job).
 """
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -74,6 +75,9 @@ class Ledger:
         self.uri = f"{root}/{LEDGER}"
         self.storage_options = dict(storage_options) if storage_options else None
         self._last: dict[str, int] = {}
+        # Tables written from several threads at once (pipelines.spark.write_concurrently)
+        # record their runs here: one at a time, so that each gets a number of its own.
+        self._recording = threading.Lock()
 
     def _table(self) -> DeltaTable:
         if not DeltaTable.is_deltatable(self.uri, storage_options=self.storage_options):
@@ -85,6 +89,10 @@ class Ledger:
     def record(self, positions: Positions, after: int | None) -> int:
         """Record `positions` as a new run of its writer, numbered above `after` (the
         table's last run of this writer) and above any earlier run of this process."""
+        with self._recording:
+            return self._record(positions, after)
+
+    def _record(self, positions: Positions, after: int | None) -> int:
         run = max(time.time_ns() // 1000, (after if after is not None else -1) + 1,
                   self._last.get(positions.writer, -1) + 1)
         now = time.time_ns() // 1000
