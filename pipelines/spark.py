@@ -388,8 +388,10 @@ def write_concurrently(spark, write: Callable[[str, Any], None], tables: Mapping
 
     with ThreadPoolExecutor(max_workers=CONCURRENT_WRITES, thread_name_prefix="delta-write") as pool:
         # Each thread takes this one's Spark local properties and session tags (pinned
-        # thread mode: every Python thread has a JVM thread of its own).
-        target = inheritable_thread_target(spark)(write)
+        # thread mode, PySpark's default: every Python thread has a JVM thread of its own).
+        # With PYSPARK_PIN_THREAD=false PySpark hands the session back: nothing to inherit.
+        inherit = inheritable_thread_target(spark)
+        target = inherit(write) if inherit is not spark else write
         futures = [pool.submit(target, name, df) for name, df in tables.items()]
     for f in futures:
         f.result()

@@ -25,12 +25,12 @@ A handover whose old owner's last commit is a final one (written during the reba
 i.e. less than a heartbeat-and-a-bit before the join completed, as long before the owner's
 own LeaveGroup, or off its regular cadence, as a commit on close or revoke is) has no
 window; unless the coordinator removed the owner (dynamic: no LeaveGroup, so no close)
-from a rebalance that started after that commit: then nothing asked for a final commit, and the last was a
-regular one however early it came. (A member that leaves without a commit of its own,
-right after a regular one, is taken as clean: it can only have processed what came in that
-moment.) In a transactional group the committed offset is exactly what the committed output
-covers: anything re-processed was inside an aborted or fenced transaction, so there is no
-window either.
+from a rebalance that started after that commit: then nothing asked for a final commit,
+and the last was a regular one however early it came. (A member that leaves without a
+commit of its own, right after a regular one, is taken as clean: it can only have processed
+what came in that moment.) In a transactional group the committed offset is exactly what
+the committed output covers: anything re-processed was inside an aborted or fenced
+transaction, so there is no window either.
 
 Offsets rewound by a later commit (a seek back) are a window with cause `offset_rewind`.
 """
