@@ -1,16 +1,20 @@
 """The brokers' clock offsets (pipelines/silver/clocks.py) and what gold does when they change
-(pipelines/gold/incremental.py). No Spark: the solver takes the per-pair medians Spark
-computes, the plan reads the Delta log. The measure on real brokers' logs, skewed and not,
-is asserted by tests/test_coordinator_failover.py and tests/test_testbed_scenarios.py."""
+(pipelines/gold/incremental.py). The solver takes the per-pair medians Spark computes, the
+plan reads the Delta log; one test runs the measure in Spark over logs written in the shape
+of a testbed run's. The measure on real brokers' logs, skewed and not, is asserted by
+tests/test_coordinator_failover.py and tests/test_testbed_scenarios.py."""
 from __future__ import annotations
 
 import pyarrow as pa
+import pytest
 
 from pipelines import stages
 from pipelines.gold import incremental
 from pipelines.gold.model import GoldParams
 from pipelines.lake import Lake, Positions
+from pipelines.logs import parse_events
 from pipelines.silver import clocks
+from tests.spark_fixture import spark  # noqa: F401
 
 
 def _pair(a: int, b: int, median_ms: float, lines: int, cluster: str = "c") -> dict:
@@ -72,3 +76,64 @@ def test_gold_rebuilds_only_when_an_applied_offset_changes(tmp_path):
     p = incremental.plan(lake, stages.GOLD.outputs, params, None, skewed)
     assert (p.mode, p.reason) == ("full", "a broker's clock offset changed")
     assert p.positions[incremental.CLOCKS_ID] != incremental.clocks_fingerprint(agreeing)
+
+
+# --- the instant of a change: the replica manager's line, not the coordinator's ------------
+
+_PARTITIONS = range(6)
+
+
+def _broker_log(broker: int, receipt: str | None, scheduled: str, created_per_log_ms: int) -> str:
+    """A broker's server.log around the creation of `__consumer_offsets` (epoch 0), in the
+    order a 4.x broker logs it: the fetchers removed on receipt (omitted when `receipt` is
+    None), a log created per partition, then the coordinator's lines."""
+    def at(second: str, plus_ms: int = 0) -> str:
+        s, ms = second.split(",")
+        total = int(s) * 1000 + int(ms) + plus_ms
+        return f"[2026-11-29 03:40:{total // 1000:02d},{total % 1000:03d}]"
+    names = ", ".join(f"__consumer_offsets-{p}" for p in _PARTITIONS)
+    lines = []
+    if receipt is not None:
+        lines.append(f"{at(receipt)} INFO [ReplicaFetcherManager on broker {broker}] Removed fetcher for partitions "
+                     f"Set({names}) (kafka.server.ReplicaFetcherManager)")
+        start = receipt
+    else:
+        start = scheduled
+    lines += [f"{at(start, created_per_log_ms * (p + 1))} INFO Created log for partition __consumer_offsets-{p} "
+              f"in /data/__consumer_offsets-{p} (kafka.log.LogManager)" for p in _PARTITIONS]
+    lines += [f"{at(scheduled, p)} INFO [GroupCoordinator id={broker}] Scheduling "
+              + (f"loading of metadata from __consumer_offsets-{p} with epoch 0" if p % 3 == broker - 1
+                 else f"unloading of metadata for __consumer_offsets-{p} with epoch 0")
+              + " (org.apache.kafka.coordinator.common.runtime.CoordinatorRuntime)" for p in _PARTITIONS]
+    return "\n".join(lines) + "\n"
+
+
+def _measured(spark, tmp_path, logs: dict[int, str]) -> dict[int, int]:  # noqa: F811
+    for broker, text in logs.items():
+        (tmp_path / f"node-{broker}").mkdir(parents=True)
+        (tmp_path / f"node-{broker}" / "server.log").write_text(text)
+    events = [dict(e, cluster="c") for e in parse_events([tmp_path])]
+    assert not [e for e in events if e["event"] in ("unrecognized", "error")]
+    columns = ["cluster", "event", "state", "broker", "coordinator_partition", "coordinator_epoch", "ts", "line", "count"]
+    df = spark.createDataFrame([tuple(e[c] for c in columns) for e in events],
+                               "cluster string, event string, state string, broker int, coordinator_partition int, "
+                               "coordinator_epoch int, ts long, line long, count long")
+    return {r["broker"]: r["measured_offset_ms"] for r in clocks.measure(df).to_pylist()}
+
+
+@pytest.mark.spark
+def test_a_change_is_timed_by_its_receipt_not_by_the_work_after_it(spark, tmp_path):  # noqa: F811
+    """The scenarios test's failure in a CI-like run: three brokers on one clock received the
+    creation of `__consumer_offsets` within 11 ms; broker 3 (started last) took 2.5 s to
+    create the logs against 0.6 s, so its coordinator logged the change 2.5 s later."""
+    logs = {1: _broker_log(1, "52,284", "52,912", 100),
+            2: _broker_log(2, "52,300", "52,919", 100),
+            3: _broker_log(3, "52,295", "54,784", 410)}
+    got = _measured(spark, tmp_path, logs)
+    assert all(abs(v) < 20 for v in got.values()), got
+    # Without the replica manager's lines (a log filtered of them), the coordinator's own
+    # lines are all there is: broker 3 reads as a clock 1.9 s behind, where the lines put it.
+    bare = {b: "\n".join(x for x in text.splitlines() if "ReplicaFetcherManager" not in x) + "\n"
+            for b, text in logs.items()}
+    got = _measured(spark, tmp_path / "bare", bare)
+    assert got[3] > 1800 and abs(got[1]) < 20, got

@@ -26,17 +26,22 @@ def test_every_coordinator_line_of_every_recording_is_an_event(recordings_dir):
     logs = sorted(recordings_dir.glob("*/server.log"))
     assert len(logs) >= 14
     for log in logs:
-        # Independent count: lines whose trailing logger is a group-coordinator logger.
-        expected = 0
+        # Independent count: lines whose trailing logger is a group-coordinator logger, and
+        # the replica manager's removals of fetchers that name an offsets partition.
+        expected = fetchers = 0
         for line in log.read_text(encoding="utf-8").splitlines():
             m = _LOGGER_RE.search(line)
             if m and line.startswith("[") and is_coordinator_logger(m.group(1), line.split("] ", 2)[-1]):
                 expected += 1
+            elif m and m.group(1) == "kafka.server.ReplicaFetcherManager" and "__consumer_offsets-" in line:
+                fetchers += 1
+        expected += fetchers
         records, stats = _events(log)
         kinds = Counter(r["event"] for r in records)
         assert kinds["unrecognized"] == 0, [r["message"] for r in records if r["event"] == "unrecognized"]
         assert kinds["error"] == 0
         assert stats.coordinator_lines == expected == len(records), log
+        assert kinds["replica_fetchers_removed"] == fetchers > 0, log
         assert stats.lines_read == len(log.read_bytes().splitlines())
         for r in records:
             assert r["broker"] == 1 and r["ts"] is not None and r["file"] == str(log) and r["line"] >= 1

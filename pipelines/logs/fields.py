@@ -85,6 +85,9 @@ EVENT_TYPES: tuple[str, ...] = (
     "coordinator_elected", "coordinator_resigned", "coordinator_loading",
     "coordinator_loaded", "coordinator_unloading", "coordinator_unloaded",
     "coordinator_lifecycle",
+    # The replica manager's line of a metadata change moving offsets partitions (`count`: how
+    # many it names), logged on receipt: the brokers' clocks are compared by it.
+    "replica_fetchers_removed",
     "group_epoch_bumped", "subscription_metadata_computed", "member_subscription_updated",
     "target_assignment_computed", "member_assignment_state", "regex_refreshed",
     "unrecognized", "error",

@@ -44,6 +44,13 @@ class Format:
 
 # --- post-processing helpers -------------------------------------------------------------
 
+# An offsets partition in a printed set of partitions (`[__consumer_offsets,N]` was rewritten).
+_OFFSETS_PARTITION_RE = re.compile(r"(?<![\w.\-])__consumer_offsets-\d+(?![\w.\-])")
+
+
+def _offsets_partitions(rec: dict, g: dict) -> None:
+    rec["count"] = len(_OFFSETS_PARTITION_RE.findall(g["plist"]))
+
 _MM_RE = linear.compile(
     r"memberId=(?P<member_id>.*?), groupInstanceId=(?P<gi>.*?), clientId=(?P<client_id>.*?), "
     r"clientHost=(?P<client_host>.*?), sessionTimeoutMs="
@@ -425,6 +432,12 @@ FORMATS: tuple[Format, ...] = (
     _f("group_converted", "Java 3.8+", "Converted the ",
        rf"^\[GroupId {GL}\] Converted the (?:empty )?(?P<state>classic|consumer) group to a (?P<protocol>classic|consumer) "
        r"group\.$"),
+
+    # The replica manager (kafka.server.ReplicaFetcherManager), read only when it names an
+    # offsets partition: "Set(...)" or "HashSet(...)" (2.x+), a comma-separated list (0.10-2.x,
+    # with 0.x's `[topic,N]` names).
+    _f("replica_fetchers_removed", "Scala 0.9+", "Removed fetcher for partitions ",
+       r"^Removed fetcher for partitions (?P<plist>.*)$", _offsets_partitions),
 
     # Lifecycle (Scala and Java, coordinator and event processor) -----------------------------
     _f("coordinator_lifecycle", "Scala / Java", "",

@@ -15,7 +15,8 @@ _PREFIX_RE = re.compile(
     r"^\[(?:GroupCoordinator (?P<b1>\d+)\]: "
     r"|GroupCoordinator id=(?P<b2>\d+)(?: topic=(?P<topic>\S+?) partition=(?P<part>\d+))?\] "
     r"|GroupMetadataManager brokerId=(?P<b3>\d+)\] "
-    r"|Group Metadata Manager on Broker (?P<b4>\d+)\]: )"
+    r"|Group Metadata Manager on Broker (?P<b4>\d+)\]: "
+    r"|ReplicaFetcherManager on broker (?P<b5>\d+)\] )"
 )
 _OLD_TP_RE = re.compile(r"\[__consumer_offsets,(\d+)\]")
 
@@ -23,7 +24,7 @@ _INT_FIELDS = frozenset(k for k, t in FIELD_TYPES.items() if t in ("int", "long"
 _FIELD_SET = frozenset(EVENT_FIELDS)
 # Named groups that hold helper values, never copied as fields.
 _HELPER_GROUPS = frozenset({"raw_reason", "mm", "gi", "old", "why", "current", "op", "glist", "removed",
-                            "frm", "to", "hash", "topic_epoch", "thread"})
+                            "frm", "to", "hash", "topic_epoch", "thread", "plist"})
 
 
 def strip_prefix(message: str) -> tuple[str, int | None, int | None]:
@@ -33,7 +34,7 @@ def strip_prefix(message: str) -> tuple[str, int | None, int | None]:
         body, broker, part = message, None, None
     else:
         body = message[m.end():]
-        b = m.group("b1") or m.group("b2") or m.group("b3") or m.group("b4")
+        b = m.group("b1") or m.group("b2") or m.group("b3") or m.group("b4") or m.group("b5")
         # An id too long for its column counts as not printed (typed_int gives None).
         broker = typed_int("broker", b)
         part = typed_int("coordinator_partition", m.group("part")) if m.group("part") is not None else None

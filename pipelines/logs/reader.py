@@ -5,9 +5,14 @@ Layout (Kafka's own log4j config, 0.9 to 4.x): `[%d] %p %m (%c)%n`, `%d` being
 after the line without a prefix, so every line that does not start a new entry belongs to
 the entry before it.
 
-Only lines whose logger is the group coordinator's (old Scala or new Java) become entries:
-a substring test on the raw bytes rejects everything else before any decoding or regex,
-which is what keeps a multi-GB log folder cheap to scan.
+Only lines whose logger is the group coordinator's (old Scala or new Java) become entries,
+and one line of the replica manager: "[ReplicaFetcherManager on broker N] Removed fetcher for
+partitions ..." when it names a `__consumer_offsets` partition. A broker logs it when a
+metadata change that moves those partitions reaches it, before the work the change asks for
+(creating logs, loading groups), which the coordinator's own lines of the change follow:
+it is the instant that the brokers' clocks are compared by (pipelines/silver/clocks.py).
+Substring tests on the raw bytes reject everything else before any decoding or regex, which
+is what keeps a multi-GB log folder cheap to scan.
 """
 from __future__ import annotations
 
@@ -26,7 +31,7 @@ from .fields import typed_int
 
 __all__ = [
     "LogEntry", "ReadStats", "iter_log_entries", "entry_from_text", "discover_files",
-    "is_coordinator_logger", "TimestampParser",
+    "is_coordinator_logger", "is_read_line", "TimestampParser",
 ]
 
 # Loggers of the group coordinator and its metadata manager, old and new (reference §2.2).
@@ -42,6 +47,15 @@ _SHARED_RUNTIME_PREFIX = "org.apache.kafka.coordinator.common.runtime."
 
 # Cheap first test on raw bytes: every coordinator logger name contains this.
 _NEEDLE = b"coordinator"
+# The replica manager's line of a metadata change's receipt, kept when it names an offsets
+# partition (the module's docstring says why).
+_FETCHER_LOGGER = "kafka.server.ReplicaFetcherManager"
+_FETCHER_PREFIX = "[ReplicaFetcherManager on broker "
+# Its prefix, looked for only near the start of a line (after the timestamp, the level and
+# any Docker Compose prefix): a scan of every line's whole length cost the reader 5-10 %.
+_FETCHER_NEEDLE = b" INFO [ReplicaFetcherManager on broker "
+_FETCHER_NEEDLE_END = 120
+_OFFSETS_TOPIC = "__consumer_offsets"
 # A line of the configuration dump a broker logs at start-up that the findings use.
 _CONFIG_NEEDLE = b"\tgroup.consumer."
 
@@ -58,7 +72,8 @@ _HEADER_RE = re.compile(rb"^\x00*(?:[\w.\-]+\s*\| )?\[\d{4}-\d\d-\d\d[ T]\d\d:\d
 
 # Broker id as printed in the message prefix (reference §2.2).
 _BROKER_RE = re.compile(
-    r"^\[(?:GroupCoordinator (?:id=)?|GroupMetadataManager brokerId=|Group Metadata Manager on Broker )(\d+)[\]: ]"
+    r"^\[(?:GroupCoordinator (?:id=)?|GroupMetadataManager brokerId=|Group Metadata Manager on Broker "
+    r"|ReplicaFetcherManager on broker )(\d+)[\]: ]"
 )
 
 # `server.log`, `server.log.2024-01-01-13` (DailyRollingFileAppender / log4j2), `server.log.3`
@@ -93,6 +108,15 @@ def is_coordinator_logger(logger: str, message: str = "") -> bool:
     return False
 
 
+def is_read_line(logger: str, message: str) -> bool:
+    """Does the reader keep this entry? The coordinator's lines, and the replica manager's
+    removal of fetchers when it names an offsets partition."""
+    if is_coordinator_logger(logger, message):
+        return True
+    return (logger == _FETCHER_LOGGER and message.startswith(_FETCHER_PREFIX)
+            and "] Removed fetcher for partitions " in message and _OFFSETS_TOPIC in message)
+
+
 @dataclass(slots=True)
 class LogEntry:
     """One coordinator log entry (or a read error, when `error` is set).
@@ -120,7 +144,7 @@ class ReadStats:
     files: int = 0
     bytes_read: int = 0
     lines_read: int = 0
-    coordinator_lines: int = 0   # entries yielded (continuation lines not counted)
+    coordinator_lines: int = 0   # entries yielded, the fetcher lines included (continuation lines not counted)
     errors: int = 0
     per_file: dict[str, int] = field(default_factory=dict)
     # The broker's group.consumer.* settings, from the configuration Kafka prints at every
@@ -402,7 +426,7 @@ def _read_file(path: Path, ts_parser: TimestampParser, configured_broker: int | 
                     if sep:
                         stats.broker_configs[key] = value
                     continue
-                if _NEEDLE not in raw or _LOGGER_NEEDLE_RE.search(raw) is None:
+                if (_NEEDLE not in raw or _LOGGER_NEEDLE_RE.search(raw) is None) and raw.find(_FETCHER_NEEDLE, 0, _FETCHER_NEEDLE_END) < 0:
                     if b"[Group" in raw and _is_cut_entry(raw):
                         stats.errors += 1
                         yield from held.push(LogEntry(
@@ -430,7 +454,7 @@ def _read_file(path: Path, ts_parser: TimestampParser, configured_broker: int | 
                     continue
                 logger = m.group("logger")
                 msg = m.group("msg")
-                if not is_coordinator_logger(logger, msg):
+                if not is_read_line(logger, msg):
                     continue
                 bm = _BROKER_RE.match(msg)
                 b = typed_int("broker", bm.group(1)) if bm is not None else None  # None: too long an id
