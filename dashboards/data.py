@@ -12,7 +12,8 @@ is distributed, and only its aggregated, bounded result comes to the driver, as 
   incarnation's what-if rows. One union, one window ranking rows within (group, kind),
   one shuffle;
 * `commit_rates`: records/s committed per partition, bucketed in time per group, for each
-  group's busiest partitions (one aggregation, plus one shuffle by group for the ranking).
+  group's busiest partitions (one aggregation, plus one shuffle by group for the ranking),
+  from gold's `commit_attribution` (silver's `offset_commits` before gold has run).
 
 Bounds: every per-group list is capped (`Caps`), and each kind also has a report-wide
 row budget; when the groups' totals would exceed it, the cap is lowered for the biggest
@@ -346,8 +347,15 @@ def _detail_frame(t: LakeTables, caps: Caps) -> DataFrame | None:
 
 def _commit_rates_frame(t: LakeTables, stats: pa.Table, caps: Caps) -> DataFrame | None:
     """Records per second committed on each partition, in at most `rate_buckets` time buckets
-    per group, for the `rate_partitions` busiest partitions of the group."""
-    commits = t.get("offset_commits")
+    per group, for the `rate_partitions` busiest partitions of the group.
+
+    From gold's `commit_attribution` where gold has run: its times are on the cluster's
+    clock (pipelines/gold/clocks.py), as are the group's first and last commit the buckets
+    start from, and aborted transactional commits are out of it. Before gold, silver's
+    commits as the brokers wrote them."""
+    commits = t.get("commit_attribution")
+    if commits is None:
+        commits = t.get("offset_commits")
     if commits is None:
         return None
     spark = commits.sparkSession

@@ -222,7 +222,7 @@ REPORT = Stage(
     reads=("group_generations", "offset_commits", "consumer_group_epochs",
            "rebalance_episodes", "ownership_intervals", "duplicate_windows", "skip_windows", "idle_consumers",
            "rebalance_storms", "commit_anomalies", "coverage_gaps", "consumer_lag", "group_summary",
-           "whatif_summary"),
+           "commit_attribution", "whatif_summary"),
 )
 
 STAGES = (OFFSETS_SILVER, TOPIC_NAMES, EVENTS_SILVER, TARGET_ASSIGNMENTS, BROKER_CLOCKS, GOLD, WHATIF, REPORT)

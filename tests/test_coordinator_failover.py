@@ -355,6 +355,31 @@ def test_a_removed_owners_last_commit_is_never_taken_for_a_final_one(failed_over
     assert handed_over == set(range(6)), sorted(handed_over)
 
 
+def test_the_reports_commit_rates_run_on_one_clock(failed_over, spark):  # noqa: F811
+    """The report's commit-rate chart reads gold's attribution, whose times are on the
+    cluster's clock: each partition's committed offset never goes back in the chart's time
+    order. Drawn from silver's times as written (the chart before gold has run), the commits
+    after the move, on a clock 30 s behind the old coordinator's, land before the old term's
+    last ones."""
+    from dashboards.data import LakeTables, load
+
+    def chart(tables: LakeTables) -> dict[tuple, list[int]]:
+        [page] = [g for g in load(tables).group_pages() if g.cluster == CLUSTER and g.group_id == failed_over.group]
+        points: dict[tuple, list[tuple[int, int]]] = {}
+        for r in page.rows("rate"):
+            points.setdefault((r["topic"], r["partition"]), []).append((r["t"], r["offset"]))
+        return {k: [offset for _, offset in sorted(v)] for k, v in points.items()}
+
+    tables = LakeTables.read(Lake(failed_over.lake.root, spark=spark))
+    offsets = chart(tables)
+    assert len(offsets) == 6
+    assert all(o == sorted(o) for o in offsets.values()), offsets
+    if failed_over.skew_ms(failed_over.old_coordinator) != failed_over.skew_ms(failed_over.new_coordinator):
+        as_written = chart(LakeTables({n: df for n, df in tables.frames.items() if n != "commit_attribution"},
+                                      tables.missing))
+        assert any(o != sorted(o) for o in as_written.values()), as_written
+
+
 def test_no_commit_anomaly_from_the_jump(failed_over):
     """Two members committing every second with no stall, rewind or silence: a commit
     timeline that jumps by the skew at the move is none of them."""

@@ -33,7 +33,8 @@ DECODED_TABLES = ("offset_commits", "group_generations", "member_assignments", "
                   "current_assignments", "topic_ids", "other_group_records")
 REPORT_SILVER = ("group_generations", "offset_commits", "consumer_group_epochs")
 REPORT_GOLD = ("rebalance_episodes", "ownership_intervals", "duplicate_windows", "skip_windows", "idle_consumers",
-               "rebalance_storms", "commit_anomalies", "coverage_gaps", "consumer_lag", "group_summary")
+               "rebalance_storms", "commit_anomalies", "coverage_gaps", "consumer_lag", "group_summary",
+               "commit_attribution")
 
 
 def test_expanded_lists_equal_the_old_ones():
