@@ -5,6 +5,8 @@ of a testbed run's. The measure on real brokers' logs, skewed and not, is assert
 tests/test_coordinator_failover.py and tests/test_testbed_scenarios.py."""
 from __future__ import annotations
 
+import datetime as dt
+
 import pyarrow as pa
 import pytest
 
@@ -81,6 +83,7 @@ def test_gold_rebuilds_only_when_an_applied_offset_changes(tmp_path):
 # --- the instant of a change: the replica manager's line, not the coordinator's ------------
 
 _PARTITIONS = range(6)
+_MINUTE = dt.datetime(2026, 11, 29, 3, 40)
 
 
 def _broker_log(broker: int, receipt: str | None, scheduled: str, created_per_log_ms: int) -> str:
@@ -88,9 +91,9 @@ def _broker_log(broker: int, receipt: str | None, scheduled: str, created_per_lo
     order a 4.x broker logs it: the fetchers removed on receipt (omitted when `receipt` is
     None), a log created per partition, then the coordinator's lines."""
     def at(second: str, plus_ms: int = 0) -> str:
-        s, ms = second.split(",")
-        total = int(s) * 1000 + int(ms) + plus_ms
-        return f"[2026-11-29 03:40:{total // 1000:02d},{total % 1000:03d}]"
+        """log4j's time of `second` ("52,284": seconds past 03:40, as log4j prints them)."""
+        t = _MINUTE + dt.timedelta(milliseconds=round(float(second.replace(",", ".")) * 1000) + plus_ms)
+        return f"[{t:%Y-%m-%d %H:%M:%S},{t.microsecond // 1000:03d}]"
     names = ", ".join(f"__consumer_offsets-{p}" for p in _PARTITIONS)
     lines = []
     if receipt is not None:
@@ -136,4 +139,18 @@ def test_a_change_is_timed_by_its_receipt_not_by_the_work_after_it(spark, tmp_pa
     bare = {b: "\n".join(x for x in text.splitlines() if "ReplicaFetcherManager" not in x) + "\n"
             for b, text in logs.items()}
     got = _measured(spark, tmp_path / "bare", bare)
+    assert got[3] > 1800 and abs(got[1]) < 20, got
+
+
+@pytest.mark.spark
+def test_a_fetcher_line_long_before_a_change_is_not_its_receipt(spark, tmp_path):  # noqa: F811
+    """A broker whose log lacks the change's own fetcher line (filtered, or a version that
+    words it otherwise) but holds one of an earlier change that logged no coordinator line:
+    past `RECEIPT_WINDOW_MS` that line is not taken for the receipt, and the coordinator's
+    lines time the change (broker 3 read 1.9 s behind, where they put it)."""
+    stale = _broker_log(3, "-20,000", "-19,000", 100).splitlines()[0]
+    logs = {1: _broker_log(1, "52,284", "52,912", 100),
+            2: _broker_log(2, "52,300", "52,919", 100),
+            3: stale + "\n" + _broker_log(3, None, "54,784", 410)}
+    got = _measured(spark, tmp_path, logs)
     assert got[3] > 1800 and abs(got[1]) < 20, got
