@@ -31,7 +31,7 @@ from .fields import typed_int
 
 __all__ = [
     "LogEntry", "ReadStats", "iter_log_entries", "entry_from_text", "discover_files",
-    "is_coordinator_logger", "is_read_line", "TimestampParser",
+    "is_coordinator_logger", "TimestampParser",
 ]
 
 # Loggers of the group coordinator and its metadata manager, old and new (reference §2.2).
@@ -109,7 +109,7 @@ def is_coordinator_logger(logger: str, message: str = "") -> bool:
     return False
 
 
-def is_read_line(logger: str, message: str) -> bool:
+def _is_kept(logger: str, message: str) -> bool:
     """Does the reader keep this entry? The coordinator's lines, and the replica manager's
     removal of fetchers when it names an offsets partition."""
     if is_coordinator_logger(logger, message):
@@ -427,7 +427,8 @@ def _read_file(path: Path, ts_parser: TimestampParser, configured_broker: int | 
                     if sep:
                         stats.broker_configs[key] = value
                     continue
-                if (_NEEDLE not in raw or _LOGGER_NEEDLE_RE.search(raw) is None) and raw.find(_FETCHER_NEEDLE, 0, _FETCHER_NEEDLE_END) < 0:
+                coordinator = _NEEDLE in raw and _LOGGER_NEEDLE_RE.search(raw) is not None
+                if not coordinator and raw.find(_FETCHER_NEEDLE, 0, _FETCHER_NEEDLE_END) < 0:
                     if b"[Group" in raw and _is_cut_entry(raw):
                         stats.errors += 1
                         yield from held.push(LogEntry(
@@ -455,7 +456,7 @@ def _read_file(path: Path, ts_parser: TimestampParser, configured_broker: int | 
                     continue
                 logger = m.group("logger")
                 msg = m.group("msg")
-                if not is_read_line(logger, msg):
+                if not _is_kept(logger, msg):
                     continue
                 bm = _BROKER_RE.match(msg)
                 b = typed_int("broker", bm.group(1)) if bm is not None else None  # None: too long an id
