@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -83,29 +84,37 @@ class LakeTables:
 
     frames: dict[str, DataFrame]
     missing: list[str]
+    # Where the frames were read (`read`): the lake and each table's version, so that
+    # `restricted` reads the same versions again, only the wanted clusters' files.
+    lake: Any = None
+    versions: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def read(cls, lake) -> "LakeTables":
-        frames, missing = {}, []
+        frames, missing, versions = {}, [], {}
         for name in (*SILVER, *GOLD, *WHATIF):
             if lake.exists(name):
-                frames[name] = lake.read(name)
+                versions[name] = lake.version(name)
+                frames[name] = lake.read(name, versions[name])
             else:
                 missing.append(name)
-        return cls(frames, missing)
+        return cls(frames, missing, lake, versions)
 
     def get(self, name: str) -> DataFrame | None:
         return self.frames.get(name)
 
     def restricted(self, keys: list[tuple[str, str]]) -> "LakeTables":
-        """The same tables holding only the groups `keys` ((cluster, group_id) pairs): a
-        literal cluster filter prunes the other clusters' files, a broadcast semi join the
-        other groups. Every query of the report is per group, so its results on these
-        tables are exactly those groups' rows of the results on the whole tables."""
+        """The same tables holding only the groups `keys` ((cluster, group_id) pairs): the
+        clusters' files alone (chosen in the Delta log: a filter on the frames' `cluster`
+        column prunes no file, it is computed per row from the file's name), then a
+        broadcast semi join for the groups. Every query of the report is per group, so its
+        results on these tables are exactly those groups' rows of the results on the whole
+        tables."""
         spark = next(iter(self.frames.values())).sparkSession
         k = F.broadcast(spark.createDataFrame(sorted(set(keys)), "cluster string, group_id string"))
         clusters = sorted({c for c, _ in keys})
-        frames = {n: df.where(F.col("cluster").isin(clusters)).join(k, list(GROUP_KEYS), "left_semi")
+        frames = {n: (self.lake.read(n, self.versions[n], clusters=clusters) if n in self.versions
+                      else df.where(F.col("cluster").isin(clusters))).join(k, list(GROUP_KEYS), "left_semi")
                   for n, df in self.frames.items()}
         return LakeTables(frames, list(self.missing))
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import threading
 from collections.abc import Iterable, Mapping, Sequence
 from urllib.parse import unquote
 
@@ -48,11 +47,6 @@ def _commit(txn: tuple[str, int] | None, metadata: Mapping[str, str] | None):
         app_transactions=[Transaction(txn[0], int(txn[1]))] if txn else None,
         custom_metadata=dict(metadata) if metadata else None,
     )
-
-
-# delta-spark's MERGE takes its idempotent-write identifiers from two session settings
-# (the DataFrame writer takes them as options); one MERGE at a time per process sets them.
-_MERGE_TXN = threading.Lock()
 
 
 def _nullable(schema: pa.Schema) -> pa.Schema:
@@ -599,23 +593,20 @@ class Lake:
             wanted = sorted({tuple(t) for t in key_partitions}, key=repr)
             if len(parts) == 1:
                 on = on & F.col(f"t.`{parts[0]}`").isin([t[0] for t in wanted])
-        merge = (SparkDeltaTable.forPath(self.spark, self.spark_uri(name)).alias("t")
-                 .merge(source.alias("s"), on)
-                 .whenMatchedDelete()
-                 .whenNotMatchedInsert(condition=~F.col(f"s.{_DELETE}"),
-                                       values={f"`{f.name}`": F.col(f"s.`{f.name}`") for f in table_schema}))
+        # delta-spark's MERGE takes its idempotent-write ids from session settings: each
+        # MERGE runs in a session of its own (same SparkContext and static settings, its own
+        # runtime settings), so MERGEs of different tables run side by side.
+        session = self.spark.newSession()
         txn = self._run(name, positions)
-        with _MERGE_TXN:
-            conf = self.spark.conf
-            if txn:
-                conf.set("spark.databricks.delta.write.txnAppId", txn[0])
-                conf.set("spark.databricks.delta.write.txnVersion", str(txn[1]))
-            try:
-                merge.execute()
-            finally:
-                if txn:
-                    conf.unset("spark.databricks.delta.write.txnAppId")
-                    conf.unset("spark.databricks.delta.write.txnVersion")
+        if txn:
+            session.conf.set("spark.databricks.delta.write.txnAppId", txn[0])
+            session.conf.set("spark.databricks.delta.write.txnVersion", str(txn[1]))
+        (SparkDeltaTable.forPath(session, self.spark_uri(name)).alias("t")
+         .merge(source.alias("s"), on)
+         .whenMatchedDelete()
+         .whenNotMatchedInsert(condition=~F.col(f"s.{_DELETE}"),
+                               values={f"`{f.name}`": F.col(f"s.`{f.name}`") for f in table_schema})
+         .execute())
         return self.version(name)
 
     def register_views(self, spark=None, only: Iterable[str] | None = None) -> list[str]:
