@@ -25,12 +25,13 @@ so the master and config of the first call win.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -371,19 +372,19 @@ def reliable_checkpoints(spark, base_uri: str) -> Iterator[None]:
         path.getFileSystem(sc._jsc.hadoopConfiguration()).delete(path, True)
 
 
-# Table writes in flight at once (write_concurrently).
+# Writes (or other Spark steps) in flight at once (run_concurrently).
 CONCURRENT_WRITES = 4
 
 
-def write_concurrently(spark, write: Callable[[str, Any], None], tables: Mapping[str, Any]) -> None:
-    """`write(name, df)` for every table, up to CONCURRENT_WRITES at once, each in a thread
-    of its own (Spark runs the jobs of several driver threads side by side).
+def run_concurrently(spark, steps: Sequence[Callable[[], None]]) -> None:
+    """Every step, up to CONCURRENT_WRITES at once, each in a thread of its own (Spark runs
+    the jobs of several driver threads side by side).
 
     A write of a small table is mostly the driver's: planning, delta-spark's log and its
     commit, with the executors idle; one at a time, a run of a dozen small tables waits
     through each in turn. Each table is still one commit of its own, so a run killed midway
-    leaves some tables written and the others behind, as one at a time did. Every write is
-    waited for; then the first failure, in the tables' order, is raised."""
+    leaves some tables written and the others behind, as one at a time did. Every step is
+    waited for; then the first failure, in the steps' order, is raised."""
     from pyspark.util import inheritable_thread_target
 
     with ThreadPoolExecutor(max_workers=CONCURRENT_WRITES, thread_name_prefix="delta-write") as pool:
@@ -391,7 +392,11 @@ def write_concurrently(spark, write: Callable[[str, Any], None], tables: Mapping
         # thread mode, PySpark's default: every Python thread has a JVM thread of its own).
         # With PYSPARK_PIN_THREAD=false PySpark hands the session back: nothing to inherit.
         inherit = inheritable_thread_target(spark)
-        target = inherit(write) if inherit is not spark else write
-        futures = [pool.submit(target, name, df) for name, df in tables.items()]
+        futures = [pool.submit(inherit(step) if inherit is not spark else step) for step in steps]
     for f in futures:
         f.result()
+
+
+def write_concurrently(spark, write: Callable[[str, Any], None], tables: Mapping[str, Any]) -> None:
+    """`write(name, df)` for every table, as `run_concurrently` runs steps."""
+    run_concurrently(spark, [functools.partial(write, name, df) for name, df in tables.items()])
