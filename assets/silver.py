@@ -45,8 +45,8 @@ def events_silver(lake: LakeResource, spark: SparkResource):
                        bronze_version=run.bronze_version)
 
 
-def _rebuilt_whole(stage: Stage, rebuild: str):
-    """The asset of a silver table rebuilt whole from other silver tables by
+def _derived(stage: Stage, rebuild: str):
+    """The asset of a silver table derived from other silver tables by
     `pipelines.silver.runner.<rebuild>` (which returns the rows written, 0 when its inputs
     did not change)."""
     (table,) = stage.outputs
@@ -64,5 +64,5 @@ def _rebuilt_whole(stage: Stage, rebuild: str):
     return rebuilt
 
 
-target_assignments_silver = _rebuilt_whole(TARGET_ASSIGNMENTS, "rebuild_target_assignments")
-broker_clocks_silver = _rebuilt_whole(BROKER_CLOCKS, "rebuild_broker_clocks")
+target_assignments_silver = _derived(TARGET_ASSIGNMENTS, "update_target_assignments")
+broker_clocks_silver = _derived(BROKER_CLOCKS, "rebuild_broker_clocks")

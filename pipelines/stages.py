@@ -29,8 +29,9 @@ class Stage:
     its rows is (its Dagster asset's description); `reads` are the tables its job reads (its
     Dagster dependencies); `settings` those of them that hold settings, not history: tracked
     whole (a change rebuilds everything), not watched for the groups they touch;
-    `whole`: its outputs are replaced whole on every change, so a reader watches this
-    stage's inputs (their appends say which groups changed) instead of its outputs. Its
+    `whole`: its outputs are derived anew from its inputs on every change (whole, or the
+    groups with new input rows), not appended to, so a reader watches this stage's inputs
+    (their appends say which groups changed) instead of its outputs. Its
     commits carry positions of `writer` (none: ""), keyed `prefix + <table>` for each
     watched input and setting, and `prefix + <key>` for each of `extra_keys` (fingerprints,
     format versions)."""
@@ -150,7 +151,8 @@ EVENTS_SILVER = Stage(
 )
 TARGET_ASSIGNMENTS = Stage(
     "target_assignments_silver",
-    tables={"target_assignments": "Each KIP-848 group's full target assignment per epoch (rebuilt whole)."},
+    tables={"target_assignments": "Each KIP-848 group's full target assignment per epoch (derived from the epoch and "
+                                   "delta records; the groups with new ones recomputed)."},
     reads=("target_assignment_epochs", "target_assignment_member_deltas", "topic_ids"),
     writer=SILVER_PREFIX + "target_assignments", prefix=SILVER_PREFIX, whole=True,
 )
@@ -261,7 +263,7 @@ def markdown_table() -> str:
         replaced = [t for t in history if t not in s.watched()]
         if s.writer and replaced:
             instead = [t for t in s.watched() if t not in s.deps()]
-            reads += f"; watches {_names(instead)} for {_names(replaced)} (rebuilt whole)"
+            reads += f"; watches {_names(instead)} for {_names(replaced)} (derived from them)"
         rows.append(f"| `{s.name}` | {_names(s.outputs)} | {reads} | {_positions(s)} |")
     return "\n".join(rows) + "\n"
 

@@ -49,7 +49,7 @@ WIRE_SCENARIOS = [s for s in SCENARIOS if s != "transactional_commits"]
 def build_silver(lake: Lake) -> None:
     runner.update_offsets_silver(lake)
     runner.update_events_silver(lake)
-    runner.rebuild_target_assignments(lake)
+    runner.update_target_assignments(lake)
 
 
 def wire_rows(scenario: str) -> list[dict]:

@@ -48,7 +48,7 @@ PARAMS = GoldParams(storm_min_rebalances=10, storm_window_minutes=1.0)
 def build_silver(lake: Lake) -> None:
     silver.update_offsets_silver(lake)
     silver.update_events_silver(lake)
-    silver.rebuild_target_assignments(lake)
+    silver.update_target_assignments(lake)
 
 
 def snapshot(lake: Lake) -> dict[str, list[str]]:

@@ -78,7 +78,7 @@ KEY = ["cluster", "group_id"]
 
 # The inputs whose versions gold's positions record: what gold reads, the KIP-848 target
 # assignment as its append-only epoch/delta tables (the materialized `target_assignments`
-# is rebuilt whole by silver), `cluster_settings` apart (SETTINGS_ID).
+# is derived from them by silver), `cluster_settings` apart (SETTINGS_ID).
 TRACKED = stages.GOLD.watched()
 # Those keyed by (cluster, group_id): new rows touch their groups. The others are
 # cross-group dependencies (see above).

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from functools import partial
+from functools import partial, reduce
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
@@ -315,9 +315,12 @@ def update_topic_names(lake) -> int:
     return lake.insert_if_absent("topic_ids", rows, key=["cluster", "topic_id", "source"]).num_rows
 
 
-def rebuild_target_assignments(lake) -> int:
-    """`target_assignments` from the epoch and delta tables, replaced whole when they changed
-    (KIP-848 records are few); returns the rows written (0: inputs unchanged, nothing done).
+def update_target_assignments(lake) -> int:
+    """`target_assignments` from the epoch and delta tables. A group's target assignments
+    come from its own epoch and delta records alone, so only the groups with new ones (or
+    whose deltas name a topic id that got a name) are recomputed and replaced, in one MERGE;
+    the whole table is written when it is new or an input lost rows. Returns the rows
+    written (0: inputs unchanged, nothing done).
 
     The versions of the inputs it was built from ride along as its positions
     (`silver:<input>`), so an unchanged input costs no Spark job."""
@@ -325,17 +328,50 @@ def rebuild_target_assignments(lake) -> int:
         return 0
     stage = stages.TARGET_ASSIGNMENTS
     current = stage.versions(lake)
-    versions = stage.positions(current)
-    # Unchanged, or only compacted since (versions moved, no row did).
-    if lake.exists(DERIVED_KIP848) and stage.changes(
-            lake, stage.consumed(lake.positions(DERIVED_KIP848, stage.writer)), current).nothing:
+    positions = Positions(stage.writer, stage.positions(current))
+    changed = None
+    if lake.exists(DERIVED_KIP848):
+        changed = stage.changes(lake, stage.consumed(lake.positions(DERIVED_KIP848, stage.writer)), current)
+        if changed.nothing:  # unchanged, or only compacted since (versions moved, no row did)
+            return 0
+    epochs, deltas = (lake.read(t, current.get(t)) for t in ("target_assignment_epochs", "target_assignment_member_deltas"))
+    topic_ids = lake.read("topic_ids", current.get("topic_ids")) if lake.exists("topic_ids") else None
+    if changed is None or changed.rebuild:
+        df = decode_job.materialize_target_assignments(epochs, deltas, topic_ids)
+        lake.write_df(DERIVED_KIP848, df, mode="overwrite", partition_by=["cluster"], positions=positions)
+        return _rows_in(lake, DERIVED_KIP848)
+    found = _kip848_groups_touched(lake, changed, deltas)
+    if not found:  # e.g. names of topic ids no group's deltas name: only the positions move
+        lake.append(DERIVED_KIP848, lake.schema(DERIVED_KIP848).empty_table(), positions=positions)
         return 0
-    topic_ids = lake.read("topic_ids") if lake.exists("topic_ids") else None
-    df = decode_job.materialize_target_assignments(
-        lake.read("target_assignment_epochs"), lake.read("target_assignment_member_deltas"), topic_ids
-    )
-    lake.write_df(DERIVED_KIP848, df, mode="overwrite", partition_by=["cluster"], positions=Positions(stage.writer, versions))
-    return _rows_in(lake, DERIVED_KIP848)
+    # Collected once, handed back as a small local relation: every use is a broadcast.
+    keys = lake.spark.createDataFrame(found, "cluster string, group_id string")
+    clusters = {c for c, _ in found}
+
+    def mine(df: DataFrame) -> DataFrame:
+        return df.join(F.broadcast(keys), GROUP, "left_semi")
+
+    epochs, deltas = (lake.read(t, current.get(t), clusters=clusters)
+                      for t in ("target_assignment_epochs", "target_assignment_member_deltas"))
+    df = decode_job.materialize_target_assignments(mine(epochs), mine(deltas), topic_ids)
+    version = lake.replace_rows(DERIVED_KIP848, df, keys, GROUP, partition_by=["cluster"], positions=positions,
+                                key_partitions={(c,) for c in clusters})
+    return lake.commit_rows(DERIVED_KIP848, version)
+
+
+def _kip848_groups_touched(lake, changed, deltas: DataFrame) -> list[tuple[str, str]]:
+    """(cluster, group_id) of the groups with epoch or delta rows in the files added since
+    (`changed`: `stages.Stage.changes`, appends only), and of the groups whose deltas name a
+    topic id with a new row in `topic_ids`."""
+    parts = [lake.rows_of_files(t, changed.files[t][0]).select(*GROUP)
+             for t in ("target_assignment_epochs", "target_assignment_member_deltas") if t in changed.files]
+    if "topic_ids" in changed.files:
+        ids = lake.rows_of_files("topic_ids", changed.files["topic_ids"][0]).select("cluster", "topic_id").distinct()
+        parts.append(deltas.join(F.broadcast(ids), ["cluster", "topic_id"], "left_semi").select(*GROUP))
+    if not parts:
+        return []
+    found = reduce(DataFrame.unionByName, parts).where(F.col("group_id").isNotNull()).distinct()
+    return [(r["cluster"], r["group_id"]) for r in found.collect()]
 
 
 def rebuild_broker_clocks(lake) -> int:

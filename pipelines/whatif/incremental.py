@@ -167,7 +167,7 @@ def _increment(lake, inp: WhatifInputs, assignors: list[str], positions: dict[st
     # One aggregation (one shuffle) over every added row gives both the groups with new
     # history (rows with a group) and the increment's partition counts (rows with a topic).
     # topic_ids rows are a cluster's topic metadata, not a group's history.
-    # target_assignments is rebuilt whole from the epoch/delta tables; all of it is few rows
+    # target_assignments is derived from the epoch/delta tables; all of it is few rows
     # (KIP-848 records), so its counts are read whole when those tables changed.
     parts = []
     null_s, null_i = F.lit(None).cast("string"), F.lit(None).cast("int")
