@@ -61,26 +61,46 @@ COMMON = dict(seed=42, kafka_version="3.9-new", kip848_fraction=0.1, transaction
               offsets_partitions=50, commit_interval_ms=5000)
 
 
+# kcmp(2) numbers (Linux): the syscall on x86-64 and arm64, and its "same address space" type.
+_SYS_KCMP = {"x86_64": 312, "aarch64": 272}.get(platform.machine())
+_KCMP_VM = 1
+
+
+def _shares_memory(a: int, b: int) -> bool:
+    """Whether processes `a` and `b` share one address space (kcmp KCMP_VM). A child between
+    vfork and exec does: the JVM starts every helper (Hadoop's shell calls) with posix_spawn,
+    and until the exec that child, named after the JVM thread that spawned it, shows the
+    JVM's whole VmRSS. False when kcmp is not available."""
+    if _SYS_KCMP is None:
+        return False
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True).syscall(_SYS_KCMP, a, b, _KCMP_VM, 0, 0) == 0
+
+
 def proc_tree_rss(pid: int) -> dict[str, int]:
     """Resident bytes of `pid` and all its descendants (Linux /proc), per process name
-    (`java`: the Spark JVM; `python`: the CLI and Dagster's processes)."""
+    (`java`: the Spark JVM; `python`: the CLI and Dagster's processes). A child that still
+    shares its parent's address space (spawned, not yet exec'd) holds no memory of its own
+    and is not counted: sampled at such a moment, the JVM was counted twice."""
     by_name: dict[str, int] = {}
-    todo = [pid]
+    todo: list[tuple[int, int | None]] = [(pid, None)]
     while todo:
-        p = todo.pop()
+        p, parent = todo.pop()
         try:
-            name = ""
-            with open(f"/proc/{p}/status") as f:
-                for line in f:
-                    if line.startswith("Name:"):
-                        name = line.split()[1] if len(line.split()) > 1 else ""
-                        name = "python" if name.startswith("python") else name
-                    elif line.startswith("VmRSS:"):
-                        by_name[name] = by_name.get(name, 0) + int(line.split()[1]) * 1024
-                        break
+            if parent is None or not _shares_memory(p, parent):
+                name = ""
+                with open(f"/proc/{p}/status") as f:
+                    for line in f:
+                        if line.startswith("Name:"):
+                            name = line.split()[1] if len(line.split()) > 1 else ""
+                            name = "python" if name.startswith("python") else name
+                        elif line.startswith("VmRSS:"):
+                            by_name[name] = by_name.get(name, 0) + int(line.split()[1]) * 1024
+                            break
             for t in os.listdir(f"/proc/{p}/task"):
                 with open(f"/proc/{p}/task/{t}/children") as f:
-                    todo += [int(x) for x in f.read().split()]
+                    todo += [(int(x), p) for x in f.read().split()]
         except (FileNotFoundError, ProcessLookupError, PermissionError):
             continue
     return by_name
