@@ -13,7 +13,7 @@ import datetime as dt
 import pyarrow as pa
 import pytest
 
-from pipelines.ingest.schemas import OFFSETS_RECORDS, ensure
+from pipelines.ingest.schemas import OFFSETS_RECORDS, TOPIC_METADATA, ensure
 from pipelines.ingest.segments import segment_row
 from pipelines.lake import Lake
 from pipelines.segments import SegmentRecord, iter_paths
@@ -124,3 +124,31 @@ def test_a_run_that_dies_between_tables_is_repaired_by_the_next(tmp_path, spark,
     build_silver(lake)
     for table in TABLES:
         assert _content(lake, table) == _content(at_once, table), table
+
+
+def test_a_topic_name_sampled_later_replaces_the_groups_that_name_it(tmp_path, spark, rows):  # noqa: F811
+    """A name sampled live (bronze topic_metadata → topic_ids) for a topic id the KIP-848
+    deltas name recomputes those groups only, and the table equals one built whole."""
+    lake = Lake(tmp_path / "lake", spark=spark)
+    _load(lake, rows)
+    build_silver(lake)
+    named = lake.read_arrow("target_assignments").to_pylist()
+    cluster, topic_id, topic = next((r["cluster"], r["topic_id"], r["topic"]) for r in named if r["topic"])
+    groups = {r["group_id"] for r in named if r["cluster"] == cluster and r["topic_id"] == topic_id}
+    ensure(lake, TOPIC_METADATA)
+    sample = pa.Table.from_pylist([{"cluster": cluster, "topic_id": topic_id, "topic": topic, "num_partitions": 3,
+                                    "sampled_at": dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc)}],
+                                  schema=TOPIC_METADATA.schema)
+    lake.insert_if_absent(TOPIC_METADATA.name, sample, key=list(TOPIC_METADATA.key))
+    assert runner.update_topic_names(lake) == 1
+    assert runner.update_target_assignments(lake) == sum(
+        1 for r in named if r["cluster"] == cluster and r["group_id"] in groups)
+    assert lake.table("target_assignments").history(1)[0]["operation"] == "MERGE"
+    whole = Lake(tmp_path / "whole", spark=spark)
+    _load(whole, rows)
+    ensure(whole, TOPIC_METADATA)
+    whole.insert_if_absent(TOPIC_METADATA.name, sample, key=list(TOPIC_METADATA.key))
+    build_silver(whole)
+    runner.update_topic_names(whole)
+    runner.update_target_assignments(whole)
+    assert _content(lake, "target_assignments") == _content(whole, "target_assignments")

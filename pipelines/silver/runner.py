@@ -39,6 +39,7 @@ VERSION_COLUMN = "ingest_version"
 
 CLASSIC_TABLES = ("group_generations", "member_assignments")
 (DERIVED_KIP848,) = stages.TARGET_ASSIGNMENTS.outputs
+KIP848_EPOCHS, KIP848_DELTAS, _ = stages.TARGET_ASSIGNMENTS.reads
 
 
 @dataclass
@@ -324,7 +325,7 @@ def update_target_assignments(lake) -> int:
 
     The versions of the inputs it was built from ride along as its positions
     (`silver:<input>`), so an unchanged input costs no Spark job."""
-    if not lake.exists("target_assignment_epochs"):
+    if not lake.exists(KIP848_EPOCHS):
         return 0
     stage = stages.TARGET_ASSIGNMENTS
     current = stage.versions(lake)
@@ -334,13 +335,17 @@ def update_target_assignments(lake) -> int:
         changed = stage.changes(lake, stage.consumed(lake.positions(DERIVED_KIP848, stage.writer)), current)
         if changed.nothing:  # unchanged, or only compacted since (versions moved, no row did)
             return 0
-    epochs, deltas = (lake.read(t, current.get(t)) for t in ("target_assignment_epochs", "target_assignment_member_deltas"))
-    topic_ids = lake.read("topic_ids", current.get("topic_ids")) if lake.exists("topic_ids") else None
+
+    def read(table: str, clusters: set | None = None) -> DataFrame:
+        """An input at the version the positions record (only `clusters`' files when given)."""
+        return lake.read(table, current.get(table), clusters=clusters)
+
+    topic_ids = read("topic_ids") if lake.exists("topic_ids") else None
     if changed is None or changed.rebuild:
-        df = decode_job.materialize_target_assignments(epochs, deltas, topic_ids)
+        df = decode_job.materialize_target_assignments(read(KIP848_EPOCHS), read(KIP848_DELTAS), topic_ids)
         lake.write_df(DERIVED_KIP848, df, mode="overwrite", partition_by=["cluster"], positions=positions)
         return _rows_in(lake, DERIVED_KIP848)
-    found = _kip848_groups_touched(lake, changed, deltas)
+    found = _kip848_groups_touched(lake, changed, read)
     if not found:  # e.g. names of topic ids no group's deltas name: only the positions move
         lake.append(DERIVED_KIP848, lake.schema(DERIVED_KIP848).empty_table(), positions=positions)
         return 0
@@ -348,26 +353,29 @@ def update_target_assignments(lake) -> int:
     keys = lake.spark.createDataFrame(found, "cluster string, group_id string")
     clusters = {c for c, _ in found}
 
-    def mine(df: DataFrame) -> DataFrame:
-        return df.join(F.broadcast(keys), GROUP, "left_semi")
+    def mine(table: str) -> DataFrame:
+        return read(table, clusters).join(F.broadcast(keys), GROUP, "left_semi")
 
-    epochs, deltas = (lake.read(t, current.get(t), clusters=clusters)
-                      for t in ("target_assignment_epochs", "target_assignment_member_deltas"))
-    df = decode_job.materialize_target_assignments(mine(epochs), mine(deltas), topic_ids)
+    df = decode_job.materialize_target_assignments(mine(KIP848_EPOCHS), mine(KIP848_DELTAS), topic_ids)
     version = lake.replace_rows(DERIVED_KIP848, df, keys, GROUP, partition_by=["cluster"], positions=positions,
                                 key_partitions={(c,) for c in clusters})
     return lake.commit_rows(DERIVED_KIP848, version)
 
 
-def _kip848_groups_touched(lake, changed, deltas: DataFrame) -> list[tuple[str, str]]:
+def _kip848_groups_touched(lake, changed, read) -> list[tuple[str, str]]:
     """(cluster, group_id) of the groups with epoch or delta rows in the files added since
     (`changed`: `stages.Stage.changes`, appends only), and of the groups whose deltas name a
-    topic id with a new row in `topic_ids`."""
+    topic id with a new row in `topic_ids`. `read(table, clusters)`: an input as the caller
+    reads it."""
     parts = [lake.rows_of_files(t, changed.files[t][0]).select(*GROUP)
-             for t in ("target_assignment_epochs", "target_assignment_member_deltas") if t in changed.files]
+             for t in (KIP848_EPOCHS, KIP848_DELTAS) if t in changed.files]
     if "topic_ids" in changed.files:
-        ids = lake.rows_of_files("topic_ids", changed.files["topic_ids"][0]).select("cluster", "topic_id").distinct()
-        parts.append(deltas.join(F.broadcast(ids), ["cluster", "topic_id"], "left_semi").select(*GROUP))
+        added = changed.files["topic_ids"][0]
+        ids = lake.rows_of_files("topic_ids", added).select("cluster", "topic_id").distinct()
+        # Only the deltas of the clusters the new names came to (their files' partitions).
+        clusters = {v["cluster"] for v in added.values()} if all("cluster" in v for v in added.values()) else None
+        parts.append(read(KIP848_DELTAS, clusters).join(F.broadcast(ids), ["cluster", "topic_id"], "left_semi")
+                     .select(*GROUP))
     if not parts:
         return []
     found = reduce(DataFrame.unionByName, parts).where(F.col("group_id").isNotNull()).distinct()
