@@ -205,8 +205,8 @@ def update_gold(lake, params: GoldParams | None = None, cluster_settings: Iterab
             return run
         # Collected once, handed back as a small local relation: every use is a broadcast.
         keys = lake.spark.createDataFrame(found, "cluster string, group_id string")
-    inputs = read_inputs(lake, p.versions, keys, clusters=None if keys is None else {c for c, _ in found},
-                         broker_clocks=broker_clocks)
+    clusters = None if keys is None else {c for c, _ in found}
+    inputs = read_inputs(lake, p.versions, keys, clusters=clusters, broker_clocks=broker_clocks)
     if cluster_settings is not None:
         inputs.cluster_settings = settings.to_spark(lake.spark, cluster_settings)
     written: dict[str, int] = {}
@@ -229,7 +229,8 @@ def update_gold(lake, params: GoldParams | None = None, cluster_settings: Iterab
     # before it recomputes it (it is behind) from tables already up to date.
     tables = {}
     for name in summary.READS:
-        t = lake.read(name, written[name])
+        # Only the touched clusters' files: the other clusters' rows would be read to be dropped.
+        t = lake.read(name, written[name], clusters=clusters)
         tables[name] = t if keys is None else t.join(F.broadcast(keys), incremental.KEY, "left_semi")
     write(summary.TABLE, summary.build_group_summary(tables, inputs))
     return run
