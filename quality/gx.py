@@ -15,6 +15,7 @@ import contextlib
 import fcntl
 import os
 import threading
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,12 @@ from .model import Suite  # noqa: E402
 DATASOURCE = "quality_violations"
 SITE = "lake_quality"
 INDEX_COLUMNS = ["cluster", "key"]
+# The data docs' index lists the latest results only. GE renders the index after every
+# check step and reads each result it lists (for its pass or fail): with every stored
+# result listed, each step would cost more with every run (a run checks 28 tables; one
+# every 15 minutes stores 2,700 results a day). `maintain` drops results past the lake's
+# retention (`QualityContext.prune`); the lake's `quality_results` table keeps every outcome.
+INDEX_RESULTS = 500
 
 _lock = threading.Lock()
 _contexts: dict[str, "QualityContext"] = {}
@@ -64,13 +71,17 @@ class QualityContext:
         # (GE's type hints: the config is a union of its forms, and the site's TypedDict
         # lacks show_how_to_buttons, which its SiteBuilder takes.)
         sites = getattr(self.ctx.get_config(), "data_docs_sites", None) or {}
+        site: Any = {
+            "class_name": "SiteBuilder",
+            "show_how_to_buttons": False,
+            "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(self.docs_dir)},
+            "site_index_builder": {"class_name": "DefaultSiteIndexBuilder", "validation_results_limit": INDEX_RESULTS},
+        }
+        index = dict(sites.get(SITE) or {}).get("site_index_builder") or {}
+        if SITE in sites and dict(index).get("validation_results_limit") != INDEX_RESULTS:  # an earlier version's
+            self.ctx.delete_data_docs_site(SITE)
+            sites = {k: v for k, v in sites.items() if k != SITE}
         if SITE not in sites:
-            site: Any = {
-                "class_name": "SiteBuilder",
-                "show_how_to_buttons": False,
-                "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(self.docs_dir)},
-                "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
-            }
             self.ctx.add_data_docs_site(SITE, site)
         if "local_site" in sites:
             self.ctx.delete_data_docs_site("local_site")
@@ -130,6 +141,35 @@ class QualityContext:
         self.ctx.build_data_docs(site_names=[SITE], resource_identifiers=ids)
         return self.index_url
 
+    def prune(self, before: datetime, dry_run: bool = False) -> int:
+        """Drop the validation results of checks run before `before` (UTC), and their pages in
+        the data docs; returns how many (with `dry_run`, how many would go). GE's store is
+        what the docs render; the history is the lake's `quality_results` table."""
+        from great_expectations.data_context.types.resource_identifiers import (
+            ExpectationSuiteIdentifier,
+            ValidationResultIdentifier,
+        )
+
+        store = self.ctx.validation_results_store
+        old = [k for k in store.list_keys()
+               if isinstance(k, ValidationResultIdentifier) and _utc(k.run_id.run_time) < before]
+        if dry_run or not old:
+            return len(old)
+        for key in old:
+            store.remove_key(key)
+        # Rendering the index removes the pages of results no longer stored; only the suites'
+        # pages are rendered again, no result's.
+        suites: list[Any] = [ExpectationSuiteIdentifier(name=s.name) for s in self.ctx.suites.all()]
+        self.ctx.build_data_docs(site_names=[SITE], resource_identifiers=suites)
+        return len(old)
+
     @property
     def index_url(self) -> str:
         return (self.docs_dir / "index.html").as_uri()
+
+
+def _utc(t: datetime | None) -> datetime:
+    """A result's run time as an aware UTC datetime (GE keeps what it was given; none: the epoch)."""
+    if t is None:
+        return datetime.fromtimestamp(0, timezone.utc)
+    return t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)

@@ -72,3 +72,25 @@ def check_tables(lake, tables: Iterable[str], params: Mapping[str, float] | None
     rows = append_results(lake, outcomes, run_id, url) if record else 0
     timings.update(docs=t2 - t1, results=time.monotonic() - t2)
     return QualityReport(outcomes, run_id, url, rows, time.monotonic() - t0, timings)
+
+
+def prune_results(lake, retain_hours: float | None = None, dry_run: bool = False,
+                  folder: str | os.PathLike | None = None) -> int:
+    """Drop GE's validation results of checks older than the retention (`retain_hours`, else
+    the lake's default, 7 days) and their pages in the data docs (`maintain` calls this);
+    returns how many went (with `dry_run`, how many would). Every check's outcome stays in the
+    lake's `quality_results` table: GE's store only feeds the docs, which otherwise grow by a
+    result per table and run, and cost more to render with every run (quality.gx.INDEX_RESULTS)."""
+    from datetime import datetime, timedelta, timezone
+
+    from pipelines.lake.maintenance import DEFAULT_RETAIN_HOURS
+
+    from .gx import QualityContext, folder_lock
+
+    folder = Path(folder or quality_dir(lake))
+    if not (folder / "gx").is_dir():
+        return 0
+    hours = DEFAULT_RETAIN_HOURS if retain_hours is None else retain_hours
+    before = datetime.now(timezone.utc) - timedelta(hours=hours)
+    with folder_lock(folder):
+        return QualityContext.at(folder).prune(before, dry_run)

@@ -48,6 +48,12 @@ def run(args: argparse.Namespace) -> int:
 
     with lake.writer_lock(say=say):
         done, _ = maintain(lake, args.retain_hours, args.table, args.dry_run, say=say)
+        if not args.table:
+            from quality.runner import prune_results
+
+            results = prune_results(lake, args.retain_hours, args.dry_run)
+            say(f"quality: {results} validation results older than the retention "
+                f"{'would be dropped' if args.dry_run else 'dropped'} (quality_results keeps every outcome)")
     verb = "would vacuum" if args.dry_run else "vacuumed"
     print(f"{'table':<32}{'files before':>14}{'after':>8}{verb:>14}{'seconds':>9}")
     for t in done:
