@@ -77,8 +77,8 @@ class QualityContext:
             "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(self.docs_dir)},
             "site_index_builder": {"class_name": "DefaultSiteIndexBuilder", "validation_results_limit": INDEX_RESULTS},
         }
-        index = dict(sites.get(SITE) or {}).get("site_index_builder") or {}
-        if SITE in sites and dict(index).get("validation_results_limit") != INDEX_RESULTS:  # an earlier version's
+        limit = ((sites.get(SITE) or {}).get("site_index_builder") or {}).get("validation_results_limit")
+        if SITE in sites and limit != INDEX_RESULTS:  # made by an earlier version
             self.ctx.delete_data_docs_site(SITE)
             sites = {k: v for k, v in sites.items() if k != SITE}
         if SITE not in sites:
