@@ -130,6 +130,9 @@ class SimConfig:
     compression: str = "none"               # offsets.topic.compression.codec
     start_ms: int = 1_795_337_000_000      # 2026-11-22 (the recordings' day)
     group_prefix: str = "sim-group"         # group ids are <prefix>-00000, <prefix>-00001, ...
+    # partition -> first offset written: continues a cluster's log (with a later start_ms)
+    # so the new segments are ingested into the same cluster; 0 for partitions not named
+    start_offsets: dict = field(default_factory=dict)
     # traffic and consumers
     topics_per_group: int = 1
     partitions_per_topic: int = 8

@@ -43,7 +43,7 @@ class Output:
         for b in self.brokers:
             d = root / f"broker-{b}"
             d.mkdir(parents=True, exist_ok=True)
-            self.writers[b] = SegmentWriter(d, segment_bytes=cfg.segment_bytes)
+            self.writers[b] = SegmentWriter(d, segment_bytes=cfg.segment_bytes, start_offsets=cfg.start_offsets)
             self.logs[b] = open(d / "server.log", "w", encoding="utf-8", newline="\n", buffering=1 << 20)
         tdir = root / "truth"
         tdir.mkdir(parents=True, exist_ok=True)
