@@ -286,6 +286,24 @@ def test_same_seed_same_bytes(tmp_path):
     assert digest(tmp_path / "a") != digest(tmp_path / "c")
 
 
+def test_continues_a_cluster_log(tmp_path):
+    # What bench/bench_busy.py relies on: a second simulation written after the first's offsets
+    # (per partition) and clock, so both ingest into one cluster with no overlap and no gap.
+    cfg = dict(groups=3, minutes=2, seed=5, offsets_partitions=3)
+    simulate(SimConfig(out=str(tmp_path / "first"), **cfg))
+    first = records(tmp_path / "first")
+    after = {p: max(r["offset"] for r in first if r["partition"] == p) + 1 for p in {r["partition"] for r in first}}
+    simulate(SimConfig(out=str(tmp_path / "next"), **{**cfg, "seed": 6, "group_prefix": "next-group",
+                                                      "start_ms": SimConfig.start_ms + 180_000,
+                                                      "start_offsets": after}))
+    following = records(tmp_path / "next")
+    for p in {r["partition"] for r in following}:
+        offsets = sorted(r["offset"] for r in following if r["partition"] == p)
+        assert offsets[0] == after.get(p, 0)  # partitions the first never wrote start at 0
+        assert Path(min(r["file"] for r in following if r["partition"] == p)).stem == f"{after.get(p, 0):020d}"
+    assert min(r["ts"] for r in following) > max(r["ts"] for r in first)
+
+
 def test_cli(tmp_path, capsys):
     from rebalance_audit.cli import UsageError
     from rebalance_audit.commands import simulate as cmd
