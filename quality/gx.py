@@ -37,6 +37,10 @@ INDEX_COLUMNS = ["cluster", "key"]
 # every 15 minutes stores 2,700 results a day). `maintain` drops results past the lake's
 # retention (`QualityContext.prune`); the lake's `quality_results` table keeps every outcome.
 INDEX_RESULTS = 500
+# GE's store keeps a table's newest results only (a day of 15-minute runs): rendering the
+# docs lists the whole store, and a store that kept every run until the weekly `maintain`
+# (19 k results at that pace) cost seconds per check step by the end of the week.
+RESULTS_PER_TABLE = 96
 
 _lock = threading.Lock()
 _contexts: dict[str, "QualityContext"] = {}
@@ -132,6 +136,7 @@ class QualityContext:
             ValidationResultIdentifier,
         )
 
+        self._keep_newest({r.suite_name for r in results})
         ids: list[Any] = []  # validation results and their suites
         for r in results:
             suite_id = ExpectationSuiteIdentifier(name=r.suite_name)
@@ -140,6 +145,21 @@ class QualityContext:
             ids.append(suite_id)
         self.ctx.build_data_docs(site_names=[SITE], resource_identifiers=ids)
         return self.index_url
+
+    def _keep_newest(self, suite_names: set[str]) -> None:
+        """Drop these suites' stored results past the newest RESULTS_PER_TABLE each; the
+        index rendered next removes their pages."""
+        from great_expectations.data_context.types.resource_identifiers import ExpectationSuiteIdentifier
+
+        store = self.ctx.validation_results_store
+        for name in suite_names:
+            prefix = ExpectationSuiteIdentifier(name=name).to_tuple()
+            keys = [store.tuple_to_key(t) for t in store.store_backend.list_keys(prefix=prefix)]
+            # Listed by folder: another suite's name can extend this one's ("a" and "a.b").
+            keys = sorted((k for k in keys if k.expectation_suite_identifier.name == name),
+                          key=lambda k: _utc(k.run_id.run_time))
+            for key in keys[:-RESULTS_PER_TABLE]:
+                store.remove_key(key)
 
     def prune(self, before: datetime, dry_run: bool = False) -> int:
         """Drop the validation results of checks run before `before` (UTC), and their pages in
