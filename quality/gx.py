@@ -154,7 +154,8 @@ class QualityContext:
         store = self.ctx.validation_results_store
         for name in suite_names:
             prefix = ExpectationSuiteIdentifier(name=name).to_tuple()
-            keys = [store.tuple_to_key(t) for t in store.store_backend.list_keys(prefix=prefix)]
+            listed: list[Any] = store.store_backend.list_keys(prefix=prefix)
+            keys: list[Any] = [store.tuple_to_key(t) for t in listed]
             # Listed by folder: another suite's name can extend this one's ("a" and "a.b").
             keys = sorted((k for k in keys if k.expectation_suite_identifier.name == name),
                           key=lambda k: _utc(k.run_id.run_time))
