@@ -11,7 +11,7 @@ is timed too: how the cost of adding a large cluster grows with the lake.
 The increment continues the first cluster (`default`) rather than starting a new one, as a
 busy cluster's next 15 minutes would: its segments are simulated with offsets following the
 log already in the lake (`SimConfig.start_offsets`) and a clock after it, so the run adds to
-partitions and tables that already hold 11.8 M commits. Its groups are new (`busy-group-*`):
+partitions and tables that already hold that cluster's commits. Its groups are new (`busy-group-*`):
 the simulator cannot resume a group's generations, and groups restarting at generation 1
 would read as recreated groups. The increment figure is measured as bench_pipeline.py's
 +1 %: the run minus a run with nothing new (process, imports, Dagster, Great Expectations)
@@ -19,9 +19,10 @@ minus the run's own Spark start-up.
 
     REBALANCE_AUDIT_SPARK_DRIVER_MEMORY=4g .venv/bin/python bench/bench_busy.py --keep /tmp/ra-bench
 
-`--keep` is the folder bench_pipeline.py keeps (its `large/data` and `large/lake-full` are
-reused when present: `bench_pipeline.py --sizes large --keep DIR` makes them). The grown
-lake is kept as `busy/lake-grown`, so `--increment-only` measures the increment again.
+`--keep` is the folder bench_pipeline.py keeps: its `large/data` and `large/lake-full` (the
+lake right after the full run) are needed, and `bench_pipeline.py --sizes large --keep DIR`
+makes them. The grown lake is kept as `busy/lake-grown`, so `--increment-only` measures the
+increment again. `--size small` runs the same steps in minutes (to try the benchmark).
 """
 from __future__ import annotations
 
