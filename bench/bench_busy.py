@@ -40,7 +40,7 @@ from deltalake import DeltaTable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_pipeline import COMMON, ROOT, SIZES, run_cmd, timed_run  # noqa: E402
+from bench_pipeline import COMMON, ROOT, SIZES, jvm_start_s, run_cmd, timed_run  # noqa: E402
 from simulator import SimConfig, simulate  # noqa: E402
 
 FIRST_CLUSTER = "default"  # the cluster a `run` without --cluster writes
@@ -114,8 +114,7 @@ def increment(lake: Path, work: Path, params: dict, commits: int, res: dict, sav
     seen: dict = {}
     stderr_log = work / "run-increment.stderr"
     inc, peak = timed_run(run_cmd(lake, folder) + ["--cluster", FIRST_CLUSTER], seen, stderr_log)
-    jvm = re.search(r"Spark start-up ([\d.]+) s", seen.get("checks", ""))
-    jvm_s = float(jvm.group(1)) if jvm else 0.0
+    jvm_s = jvm_start_s(seen)
     res.update({"startup_s": round(fixed, 1), "increment_jvm_start_s": round(jvm_s, 1),
                 "increment_run_s": round(inc, 1), "increment_s": round(max(0.0, inc - fixed - jvm_s), 1),
                 "increment_peak_rss_mb": round(peak / 2**20), "increment_checks": seen.get("checks"),

@@ -284,6 +284,13 @@ def bench_size(name: str, work: Path, skip_pipeline: bool, res: dict, save=lambd
     return _increment(name, runs, params, lake, extra, res, save, code)
 
 
+def jvm_start_s(outcome: dict) -> float:
+    """The Spark JVM start-up a run printed in its check summary (`timed_run`'s outcome):
+    taken out of an increment's time, with the no-op run's start-up."""
+    jvm = re.search(r"Spark start-up ([\d.]+) s", outcome.get("checks", ""))
+    return float(jvm.group(1)) if jvm else 0.0
+
+
 def _increment(name: str, runs: Path, params: dict, lake: Path, extra: Path, res: dict, save, code: Code) -> dict:
     # +1 %: 1 % more groups, simulated separately (other group ids) and ingested as a second
     # cluster of the same lake, since their __consumer_offsets offsets restart at 0.
@@ -297,8 +304,7 @@ def _increment(name: str, runs: Path, params: dict, lake: Path, extra: Path, res
     seen: dict = {}
     inc, _ = timed_run(run_cmd(lake, extra, code=code) + ["--cluster", "bench-extra"], seen,
                        runs / "run-increment.stderr", code.env())
-    jvm = re.search(r"Spark start-up ([\d.]+) s", seen.get("checks", ""))
-    jvm_s = float(jvm.group(1)) if jvm else 0.0
+    jvm_s = jvm_start_s(seen)
     res["startup_s"] = round(fixed, 1)
     res["increment_jvm_start_s"] = round(jvm_s, 1)
     res["increment_run_s"] = round(inc, 1)

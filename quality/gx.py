@@ -1,7 +1,7 @@
 """Great Expectations 1.x: one file context per quality folder, one suite per table, data docs.
 
-The context lives in `<quality dir>/gx` (suites, validation definitions and every
-validation result, so the data docs show the history) and the data docs are written to
+The context lives in `<quality dir>/gx` (suites, validation definitions and each table's
+newest validation results, so the data docs show recent history) and the data docs are written to
 `<quality dir>/data_docs`. Suites are rebuilt from the code on every run (`add_or_update`):
 the code is the single definition of what a table must hold.
 
