@@ -21,6 +21,7 @@ from pipelines.whatif.incremental import (
     ASSIGNORS_APP,
     COUNTS,
     OUTPUTS,
+    _subscribers,
     stored_positions,
     update,
 )
@@ -32,6 +33,7 @@ from pipelines.whatif.spark_job import (
     topic_count_rows,
     update_whatif,
 )
+from simulator import SimConfig, simulate
 from tests.conftest import RECORDINGS
 from tests.recordings_lake import build_silver, halves, load_rows, segments_lake, spark, wire_rows  # noqa: F401
 from tests.spark_fixture import spark_jobs
@@ -191,3 +193,52 @@ def test_a_compaction_replays_nothing_and_starts_no_spark_job(increments, spark)
     jobs, run = spark_jobs(spark, "whatif-after-compaction", lambda: update(lake, ASSIGNORS))
     assert (run.mode, jobs) == ("none", [])
     assert {t: lake.version(t) for t in (*OUTPUTS, COUNTS)} == before
+
+
+def test_subscribers_of_a_topic_are_the_groups_that_read_its_count(segments_lake):  # noqa: F811
+    # Classic subscriptions (member_assignments) and KIP-848 ones (consumer_group_members),
+    # per cluster: a topic of the same name in another cluster is another topic.
+    inp = WhatifInputs.from_lake(segments_lake)
+    assert _subscribers(inp, {"scale_out_range": {"orders"}}) == {
+        ("scale_out_range", "g-scale"), ("scale_out_range", "g-scale-neighbor")}
+    assert _subscribers(inp, {"multi_topic_sticky": {"mt-b", "no-such-topic"}}) == {("multi_topic_sticky", "g-multi")}
+    assert ("kip848_consumer_protocol", "g-848") in _subscribers(inp, {"kip848_consumer_protocol": {"kip848"}})
+    assert _subscribers(inp, {"storm_flapping": {"orders"}}) == set()
+    assert _subscribers(inp, {}) == set()
+
+
+def _next_offsets(lake: Lake) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for r in lake.read_arrow("offsets_records", columns=["partition", "offset"]).to_pylist():
+        out[r["partition"]] = max(out.get(r["partition"], 0), r["offset"] + 1)
+    return out
+
+
+def test_new_groups_on_new_topics_replay_only_themselves(tmp_path, spark):  # noqa: F811
+    """A busy cluster's increment: new groups reading new topics (bench/bench_busy.py at a
+    small size). The new topics' counts change the cluster's counts, but only the groups
+    that subscribe to them read them: the cluster's other groups are not replayed, and the
+    tables equal a build of everything at once."""
+    cfg = dict(minutes=2, offsets_partitions=3, kafka_version="3.9")
+    simulate(SimConfig(out=str(tmp_path / "first"), groups=4, seed=11, group_prefix="old-group", **cfg))
+    lake = Lake(tmp_path / "increments", spark=spark)
+    ingest_segments(lake, [str(tmp_path / "first")], cluster="busy")
+    build_silver(lake)
+    assert update(lake, ASSIGNORS).mode == "full"
+    simulate(SimConfig(out=str(tmp_path / "next"), groups=2, seed=12, group_prefix="new-group",
+                       start_ms=SimConfig.start_ms + 180_000, start_offsets=_next_offsets(lake), **cfg))
+    ingest_segments(lake, [str(tmp_path / "next")], cluster="busy")
+    build_silver(lake)
+    run = update(lake, ASSIGNORS)
+    summary = lake.read_arrow("whatif_summary").to_pylist()
+    new = {r["group_id"] for r in summary if r["group_id"].startswith("new-group")}
+    assert len(new) == 2 and len({r["group_id"] for r in summary}) == 6
+    assert (run.mode, run.clusters_replayed_whole, run.groups) == ("incremental", [], len(new))
+    assert run.rows_written["whatif_summary"] == len([r for r in summary if r["group_id"] in new])
+
+    scratch = Lake(tmp_path / "scratch", spark=spark)
+    ingest_segments(scratch, [str(tmp_path / "first"), str(tmp_path / "next")], cluster="busy")
+    build_silver(scratch)
+    update(scratch, ASSIGNORS)
+    for table in OUTPUTS:
+        assert _rows(lake, table, ["busy"]) == _rows(scratch, table, ["busy"]), table

@@ -7,9 +7,13 @@ count Kafka stored) and nothing else. So a run replays:
 * every group with a row added to one of the silver tables it reads (`WATCHED`) since the
   last run, and the groups of the `rebalance_episodes` files gold rewrote since then (added
   and removed: a group left with no episode is replayed, and loses rows it no longer has);
-* every group of a cluster whose topic partition counts changed (a new topic, more
-  partitions): the counts are a fallback for topics a group never had assigned, and which
-  groups relied on it is not recorded;
+* every group subscribed, at any step of its history, to a topic whose partition count
+  changed (a new topic, more partitions): a group reads the cluster's counts only for the
+  topics it subscribes to (`history.build_history`), so no other group's replay can differ.
+  The new groups of a busy cluster usually read new topics: only they are replayed, not the
+  cluster's other groups;
+* every group of a cluster whose first stored (KIP-848) count appears: from then on the
+  stored counts, not the observed ones, are authoritative for all its KIP-848 groups;
 * every group when the assignor list changed, when the positions are missing or disagree
   between the what-if tables (first run, or a crash between their commits), or when a
   silver input was rewritten rather than appended to (a backfill renumbering a group).
@@ -96,6 +100,33 @@ def _write_counts(lake, counts: dict, positions: dict[str, int]) -> None:
             for c in sorted(counts) for t, v in sorted(counts[c].items())]
     lake.create(COUNTS, COUNTS_SCHEMA, partition_by=None, description="what-if: partition counts per cluster and topic")
     lake.overwrite_where(COUNTS, pa.Table.from_pylist(rows, schema=COUNTS_SCHEMA), "true", positions=Positions(WRITER, positions))
+
+
+def _has_stored(topics: Mapping) -> bool:
+    return any(v[1] is not None for v in topics.values())
+
+
+def _subscribers(inp: WhatifInputs, topics: Mapping[str, set[str]]) -> set[tuple[str, str]]:
+    """The groups that subscribed, in any generation or epoch, to one of `topics` (cluster →
+    topic names): the groups whose replay reads those topics' partition counts."""
+    if not topics:
+        return set()
+    subscriptions = [(inp.member_assignments, "subscribed_topics"),
+                     (inp.consumer_group_members, "subscribed_topic_names")]
+    found = None
+    for df, column in subscriptions:
+        if df is None:
+            continue
+        cond = F.lit(False)
+        for cluster, names in sorted(topics.items()):
+            cond = cond | ((F.col("cluster") == cluster)
+                           & F.arrays_overlap(F.col(column), F.array(*[F.lit(t) for t in sorted(names)])))
+        # The cluster filter on its own lets Delta skip the other clusters' partitions.
+        part = df.where(F.col("cluster").isin(sorted(topics)) & cond).select(*KEYS)
+        found = part if found is None else found.unionByName(part)
+    if found is None:
+        return set()
+    return {(r["cluster"], r["group_id"]) for r in found.distinct().collect()}
 
 
 def _counter(spark):
@@ -201,7 +232,10 @@ def _increment(lake, inp: WhatifInputs, assignors: list[str], positions: dict[st
                 increment.setdefault(r["cluster"], {})[r["topic"]] = (r["seen"], r["stored"])
     old = _read_counts(lake)
     counts = merge_counts(old, increment)
-    full_clusters = sorted(c for c in counts if counts[c] != old.get(c))
+    full_clusters = sorted(c for c in counts if _has_stored(counts[c]) != _has_stored(old.get(c, {})))
+    recounted = {c: {t for t, v in topics.items() if old.get(c, {}).get(t) != v}
+                 for c, topics in counts.items() if c not in full_clusters}
+    touched |= _subscribers(inp, {c: t for c, t in recounted.items() if t})
     if not touched and not full_clusters:
         for name in OUTPUTS:  # only the positions move on
             lake.append(name, lake.schema(name).empty_table(), positions=Positions(WRITER, positions))
