@@ -40,7 +40,7 @@ from deltalake import DeltaTable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_pipeline import COMMON, ROOT, SIZES, jvm_start_s, run_cmd, timed_run  # noqa: E402
+from bench_pipeline import COMMON, ROOT, SIZES, Code, jvm_start_s, run_cmd, timed_run  # noqa: E402
 from simulator import SimConfig, simulate  # noqa: E402
 
 FIRST_CLUSTER = "default"  # the cluster a `run` without --cluster writes
@@ -92,7 +92,8 @@ def grow(lake: Path, data: Path, work: Path, target: int, res: dict, save) -> No
         save()
 
 
-def increment(lake: Path, work: Path, params: dict, commits: int, res: dict, save) -> None:
+def simulate_increment(lake: Path, work: Path, params: dict, commits: int, res: dict, save) -> Path:
+    """The 15 minutes' segments, continuing the first cluster's log in `lake` (made once)."""
     folder = work / "increment"
     if not folder.is_dir():
         # Commits per group and minute at the size's settings: `commits` in 15 minutes.
@@ -108,18 +109,28 @@ def increment(lake: Path, work: Path, params: dict, commits: int, res: dict, sav
                                 "records": summary["records"]["records"],
                                 "simulate_s": round(time.perf_counter() - t0, 1)}
         save()
-    res["lake_commits"] = lake_commits(lake)
-    res["lake_clusters"] = len(clusters(lake))
-    fixed, _ = timed_run(run_cmd(lake), None, work / "run-fixed.stderr")
+    return folder
+
+
+def measure_increment(lake: Path, folder: Path, work: Path, code: Code) -> dict:
+    """The increment's run with `code`, net of a run with nothing new and of its JVM start."""
+    env = code.env()
+    fixed, _ = timed_run(run_cmd(lake, code=code), None, work / f"run-fixed-{code.label}.stderr", env=env)
     seen: dict = {}
-    stderr_log = work / "run-increment.stderr"
-    inc, peak = timed_run(run_cmd(lake, folder) + ["--cluster", FIRST_CLUSTER], seen, stderr_log)
+    stderr_log = work / f"run-increment-{code.label}.stderr"
+    inc, peak = timed_run(run_cmd(lake, folder, code=code) + ["--cluster", FIRST_CLUSTER], seen, stderr_log, env=env)
     jvm_s = jvm_start_s(seen)
-    res.update({"startup_s": round(fixed, 1), "increment_jvm_start_s": round(jvm_s, 1),
-                "increment_run_s": round(inc, 1), "increment_s": round(max(0.0, inc - fixed - jvm_s), 1),
-                "increment_peak_rss_mb": round(peak / 2**20), "increment_checks": seen.get("checks"),
-                "increment_steps": step_seconds(stderr_log.read_text())})
-    save()
+    return {"startup_s": round(fixed, 1), "increment_jvm_start_s": round(jvm_s, 1),
+            "increment_run_s": round(inc, 1), "increment_s": round(max(0.0, inc - fixed - jvm_s), 1),
+            "increment_peak_rss_mb": round(peak / 2**20), "increment_checks": seen.get("checks"),
+            "increment_steps": step_seconds(stderr_log.read_text())}
+
+
+def restore(grown: Path, lake: Path, report_grown: Path, report: Path) -> None:
+    """The lake and report as they were grown: every measured increment starts from them."""
+    for kept, live in ((grown, lake), (report_grown, report)):
+        shutil.rmtree(live, ignore_errors=True)
+        shutil.copytree(kept, live)
 
 
 def main(argv=None) -> int:
@@ -130,6 +141,8 @@ def main(argv=None) -> int:
     ap.add_argument("--increment-commits", type=int, default=1_000_000, help="commits in the 15 minutes")
     ap.add_argument("--increment-only", action="store_true",
                     help="measure the increment again from the grown lake kept by an earlier run")
+    ap.add_argument("--compare-with", metavar="REV",
+                    help="measure the increment with the code of git revision REV too (same lake, same data)")
     ap.add_argument("--results", default=str(ROOT / "bench" / "results.json"))
     args = ap.parse_args(argv)
     keep = Path(args.keep)
@@ -159,10 +172,19 @@ def main(argv=None) -> int:
         # Not timed: lets --increment-only start again from here.
         shutil.copytree(lake, grown)
         shutil.copytree(report, report_grown)
-    for kept, live in ((grown, lake), (report_grown, report)):
-        shutil.rmtree(live, ignore_errors=True)
-        shutil.copytree(kept, live)
-    increment(lake, work, {**COMMON, **SIZES[res["size"]]}, args.increment_commits, res, save)
+    restore(grown, lake, report_grown, report)
+    folder = simulate_increment(lake, work, {**COMMON, **SIZES[res["size"]]}, args.increment_commits, res, save)
+    res.update(lake_commits=lake_commits(lake), lake_clusters=len(clusters(lake)))
+    if args.compare_with:
+        # The same increment on the same lake with the code of another revision, first.
+        res["compare"] = {"rev": args.compare_with,
+                          **measure_increment(lake, folder, work, Code.export(args.compare_with, work))}
+        save()
+        restore(grown, lake, report_grown, report)
+    else:
+        res.pop("compare", None)
+    res.update(measure_increment(lake, folder, work, Code()))
+    save()
     print(f"lake: {res['lake_commits']:,} commits in {res['lake_clusters']} clusters; increment of "
           f"{res['increment_sim']['commits']:,} commits ({res['increment_sim']['groups']} groups, 15 minutes)")
     for g in res.get("growth", []):
@@ -170,8 +192,14 @@ def main(argv=None) -> int:
               f" peak {g['peak_rss_mb']:,} MB")
     print(f"increment: {res['increment_s']} s (run {res['increment_run_s']} s - no-op run {res['startup_s']} s"
           f" - JVM start {res['increment_jvm_start_s']} s), peak {res['increment_peak_rss_mb']:,} MB")
+    base = res.get("compare") if args.compare_with else None
+    if base:
+        print(f"  with {base['rev']}: {base['increment_s']} s (run {base['increment_run_s']} s), "
+              f"peak {base['increment_peak_rss_mb']:,} MB")
+    print(f"  {'seconds':>8}  {'with ' + base['rev'] if base else '':>12}  step")
     for step, s in sorted(res["increment_steps"].items(), key=lambda kv: -kv[1]):
-        print(f"  {s:>8.1f}  {step}")
+        before = f"{base['increment_steps'].get(step, 0.0):>12.1f}" if base else " " * 12
+        print(f"  {s:>8.1f}  {before}  {step}")
     print(f"results: {path}", file=sys.stderr)
     return 0
 
