@@ -207,30 +207,42 @@ def test_subscribers_of_a_topic_are_the_groups_that_read_its_count(segments_lake
     assert _subscribers(inp, {}) == set()
 
 
-def _next_offsets(lake: Lake) -> dict[int, int]:
+def _next_offsets(lake: Lake, cluster: str) -> dict[int, int]:
     out: dict[int, int] = {}
-    for r in lake.read_arrow("offsets_records", columns=["partition", "offset"]).to_pylist():
-        out[r["partition"]] = max(out.get(r["partition"], 0), r["offset"] + 1)
+    for r in lake.read_arrow("offsets_records", columns=["cluster", "partition", "offset"]).to_pylist():
+        if r["cluster"] == cluster:
+            out[r["partition"]] = max(out.get(r["partition"], 0), r["offset"] + 1)
     return out
 
 
-def test_new_groups_on_new_topics_replay_only_themselves(tmp_path, spark):  # noqa: F811
+def test_new_groups_on_new_topics_replay_only_themselves(tmp_path, spark, monkeypatch):  # noqa: F811
     """A busy cluster's increment: new groups reading new topics (bench/bench_busy.py at a
     small size). The new topics' counts change the cluster's counts, but only the groups
-    that subscribe to them read them: the cluster's other groups are not replayed, and the
-    tables equal a build of everything at once."""
+    that subscribe to them read them: the cluster's other groups are not replayed, the
+    other cluster's files are not read, and the tables equal a build of everything at once."""
     cfg = dict(minutes=2, offsets_partitions=3, kafka_version="3.9")
     simulate(SimConfig(out=str(tmp_path / "first"), groups=4, seed=11, group_prefix="old-group", **cfg))
     lake = Lake(tmp_path / "increments", spark=spark)
     ingest_segments(lake, [str(tmp_path / "first")], cluster="busy")
+    ingest_segments(lake, [str(RECORDINGS / "storm_flapping" / "offsets_segments")], cluster="quiet")
     build_silver(lake)
     assert update(lake, ASSIGNORS).mode == "full"
     simulate(SimConfig(out=str(tmp_path / "next"), groups=2, seed=12, group_prefix="new-group",
-                       start_ms=SimConfig.start_ms + 180_000, start_offsets=_next_offsets(lake), **cfg))
+                       start_ms=SimConfig.start_ms + 180_000, start_offsets=_next_offsets(lake, "busy"), **cfg))
     ingest_segments(lake, [str(tmp_path / "next")], cluster="busy")
     build_silver(lake)
+    read = []
+    from_lake = WhatifInputs.from_lake.__func__  # type: ignore[attr-defined]
+
+    def recorded(cls, lake, clusters=None):
+        inp = from_lake(cls, lake, clusters)
+        read.extend(inp.offset_commits.inputFiles() + inp.member_assignments.inputFiles())
+        return inp
+
+    monkeypatch.setattr(WhatifInputs, "from_lake", classmethod(recorded))
     run = update(lake, ASSIGNORS)
-    summary = lake.read_arrow("whatif_summary").to_pylist()
+    assert read and all("cluster=busy" in f for f in read)
+    summary = [r for r in lake.read_arrow("whatif_summary").to_pylist() if r["cluster"] == "busy"]
     new = {r["group_id"] for r in summary if r["group_id"].startswith("new-group")}
     assert len(new) == 2 and len({r["group_id"] for r in summary}) == 6
     assert (run.mode, run.clusters_replayed_whole, run.groups) == ("incremental", [], len(new))

@@ -151,10 +151,24 @@ def update(lake, assignors=None, full: bool = False) -> WhatifRun:
             # the next change.
             return WhatifRun("none", {t: 0 for t in OUTPUTS}, 0)
         full, changes = bool(found.rebuild), found.files
-    inp = WhatifInputs.from_lake(lake)
     if full or prev is None:
-        return _rebuild(lake, inp, assignors, positions)
+        return _rebuild(lake, WhatifInputs.from_lake(lake), assignors, positions)
+    # A group's replay reads its own cluster's rows only: the inputs are read from the
+    # changed clusters' files alone (a filter on `cluster` would scan every cluster's).
+    inp = WhatifInputs.from_lake(lake, clusters=_clusters_of(changes))
     return _increment(lake, inp, assignors, positions, changes)
+
+
+def _clusters_of(changes: Mapping[str, tuple[dict, dict]]) -> set[str] | None:
+    """The clusters of the files added or removed (None: a file of a table not partitioned
+    by cluster, which may hold rows of any)."""
+    out = set()
+    for added, removed in changes.values():
+        for values in (*added.values(), *removed.values()):
+            if values.get("cluster") is None:
+                return None
+            out.add(values["cluster"])
+    return out
 
 
 def _rewritten(lake, table: str, removed: Mapping) -> bool:

@@ -19,6 +19,7 @@ last member record reaching that epoch (`current_assignments`). `duration_source
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,10 +53,13 @@ class WhatifInputs:
     topic_ids: DataFrame | None = None
 
     @classmethod
-    def from_lake(cls, lake) -> "WhatifInputs":
+    def from_lake(cls, lake, clusters: Iterable[str] | None = None) -> "WhatifInputs":
+        """The lake's tables; with `clusters`, only those clusters' files of each table
+        partitioned by cluster (chosen from the Delta log)."""
         if not lake.exists("group_generations") and not lake.exists("target_assignments"):
             raise ValueError(f"no group history in the lake at {lake.root}: run silver first (group_generations missing)")
-        kw: dict[str, Any] = {t: lake.read(t) if lake.exists(t) else None for t in stages.WHATIF.reads}
+        kw: dict[str, Any] = {t: lake.read(t, clusters=clusters) if lake.exists(t) else None
+                              for t in stages.WHATIF.reads}
         if kw["group_generations"] is None or kw["member_assignments"] is None:
             for name, ddl in (("group_generations", _GG_MIN), ("member_assignments", _MA_MIN)):
                 if kw[name] is None:
