@@ -117,6 +117,8 @@ class TableScan:
     reads: dict[str, int] = field(default_factory=dict)   # other tables' versions (-1: absent)
     columns: tuple[str, ...] = ()   # the table's columns (from the Delta log)
     load: Callable[[], DataFrame] | None = None  # () -> the table at `version` as a Spark DataFrame
+    # clusters -> the table at `version`, only those clusters' files (chosen in the Delta log)
+    load_clusters: Callable[[set], DataFrame] | None = None
     added: DataFrame | None = None     # rows of the files added since `since`
     removed: DataFrame | None = None   # rows of the files removed since `since`
     changed_reads: dict[str, DataFrame] = field(default_factory=dict)  # other table -> its new rows
@@ -163,16 +165,24 @@ class TableScan:
             return self.whole
         if self.fresh and "cluster" in inv.scope:
             # Every scope value names a cluster of `clusters`, whose rows are all new: the
-            # rows of those clusters are exactly the scopes to judge (the literal filter prunes
-            # the other clusters' files), without the distinct keys and the join.
-            return _in_clusters(self.whole, self.clusters)
+            # rows of those clusters are exactly the scopes to judge, without the distinct
+            # keys and the join.
+            return _in_clusters(self.in_clusters(), self.clusters)
         keys = reduce(lambda a, b: a.unionByName(b), [s.select(*inv.scope) for s in sources if s is not None]).distinct()
-        return _semi_join(self.whole, keys, inv.scope, self.clusters)
+        return _semi_join(self.in_clusters(), keys, inv.scope, self.clusters)
+
+    def in_clusters(self):
+        """The table's rows in the files of `clusters` alone, or the whole table when they
+        are unknown. A filter on `cluster` prunes no file (the column is computed per row
+        from the file's name, pipelines/lake/sparkio.py): a check of one cluster's new rows
+        would read every cluster's."""
+        if self.clusters is None or None in self.clusters or self.load_clusters is None:
+            return self.whole
+        return self.load_clusters(self.clusters)
 
 
 def _semi_join(df, keys, scope: tuple[str, ...], clusters: set | None):
-    """Rows of `df` whose `scope` values (nulls equal) appear in `keys`. The literal cluster
-    filter lets Spark skip the partitions of clusters without changes before any join."""
+    """Rows of `df` whose `scope` values (nulls equal) appear in `keys`, in `clusters`."""
     from pyspark.sql import functions as F
 
     df = _in_clusters(df, clusters)
@@ -182,7 +192,7 @@ def _semi_join(df, keys, scope: tuple[str, ...], clusters: set | None):
 
 
 def _in_clusters(df, clusters: set | None):
-    """`df`'s rows of `clusters` (None: all), as a literal filter Spark prunes partitions with."""
+    """`df`'s rows of `clusters` (None: all): for a table not partitioned by cluster, read whole."""
     from pyspark.sql import functions as F
 
     if clusters is None or "cluster" not in df.columns:
@@ -203,7 +213,8 @@ def plan_scan(lake, suite: Suite, suite_fp: int, last: Checked | None) -> TableS
     version = lake.version(name)
     reads = {t: (lake.version(t) if lake.exists(t) else -1) for t in sorted({r for i in suite.invariants for r in i.reads})}
     scan = TableScan(name, version, FULL, reads=reads, columns=tuple(lake.schema(name).names),
-                     load=lambda: lake.read(name, version))
+                     load=lambda: lake.read(name, version),
+                     load_clusters=lambda clusters: lake.read(name, version, clusters=clusters))
     if _rows(lake, name, version) == 0:
         scan.mode = EMPTY
         return scan
@@ -220,7 +231,8 @@ def plan_scan(lake, suite: Suite, suite_fp: int, last: Checked | None) -> TableS
     except (DeltaError, LakeError):
         # The log of the version last checked is gone (log retention) or unreadable: what
         # changed cannot be told, so the whole table is checked.
-        return TableScan(name, version, FULL, reads=reads, columns=scan.columns, load=scan.load)
+        return TableScan(name, version, FULL, reads=reads, columns=scan.columns, load=scan.load,
+                         load_clusters=scan.load_clusters)
 
 
 def _since(lake, scan: TableScan, last: Checked) -> TableScan:

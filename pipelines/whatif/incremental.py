@@ -121,8 +121,7 @@ def _subscribers(inp: WhatifInputs, topics: Mapping[str, set[str]]) -> set[tuple
         for cluster, names in sorted(topics.items()):
             cond = cond | ((F.col("cluster") == cluster)
                            & F.arrays_overlap(F.col(column), F.array(*[F.lit(t) for t in sorted(names)])))
-        # The cluster filter on its own lets Delta skip the other clusters' partitions.
-        part = df.where(F.col("cluster").isin(sorted(topics)) & cond).select(*KEYS)
+        part = df.where(cond).select(*KEYS)
         found = part if found is None else found.unionByName(part)
     if found is None:
         return set()
