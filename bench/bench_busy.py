@@ -23,6 +23,9 @@ minus the run's own Spark start-up.
 lake right after the full run) are needed, and `bench_pipeline.py --sizes large --keep DIR`
 makes them. The grown lake is kept as `busy/lake-grown`, so `--increment-only` measures the
 increment again. `--size small` runs the same steps in minutes (to try the benchmark).
+`--compare-with REV` measures the same increment on the same lake (restored before each
+run) with the code of git revision REV first, then with this checkout's, steps side by side;
+`--target-commits 1` measures on the large lake alone (no growth).
 """
 from __future__ import annotations
 
