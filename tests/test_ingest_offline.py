@@ -140,6 +140,42 @@ def test_corrupt_batch_is_quarantined_and_the_rest_loads(tmp_path):
     assert healed.inserted == in_victim
 
 
+def _without_arrival(lake: Lake, table: str) -> list[str]:
+    rows = lake.read_arrow(table)
+    return sorted(map(repr, rows.drop_columns(["ingested_at"]).to_pylist()))
+
+
+def test_several_processes_load_what_one_process_loads(tmp_path):
+    """Segment files read by two processes give the tables one process gives, commit for
+    commit: four replicas, the first (broker-0) with a corrupt batch whose records the
+    next replica gives, and a .log outside any partition folder."""
+    src = RECORDINGS / "compressed_compacted" / "offsets_segments"
+    cluster = tmp_path / "cluster"
+    _copy_brokers(src, cluster, ["broker-0", "broker-1", "broker-2", "broker-3"])
+    seg = max((cluster / "broker-0").glob("__consumer_offsets-*/*.log"), key=lambda p: p.stat().st_size)
+    data = bytearray(seg.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    seg.write_bytes(bytes(data))
+    loose = tmp_path / "loose" / seg.name
+    loose.parent.mkdir()
+    shutil.copy(seg, loose)
+
+    runs = {}
+    for jobs in (1, 2):
+        lake = Lake(tmp_path / f"lake-{jobs}")
+        summary = ingest_segments(lake, [cluster, loose], cluster="c", chunk_rows=400, jobs=jobs)
+        runs[jobs] = (lake, summary)
+    (one, s1), (two, s2) = runs[1], runs[2]
+    assert s1.quarantined_seen > 0 and s1.extra["records_without_partition"] > 0 and s1.seen > s1.inserted
+    for field in ("seen", "inserted", "quarantined_seen", "quarantined", "commits"):
+        assert getattr(s2, field) == getattr(s1, field), field
+    assert s2.loaded_ranges() == s1.loaded_ranges() and s2.extra == s1.extra
+    for table in ("offsets_records", "quarantine"):
+        assert one.version(table) == two.version(table), table
+        assert _without_arrival(one, table) == _without_arrival(two, table), table
+    assert set(bronze(two, "c")["broker"].to_pylist()) == {"broker-0", "broker-1"}
+
+
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_server_log_of_each_recording_loads_once(tmp_path, scenario):
     log = RECORDINGS / scenario / "server.log"

@@ -14,9 +14,9 @@ import pyarrow as pa
 import pytest
 
 from pipelines.ingest.schemas import OFFSETS_RECORDS, TOPIC_METADATA, ensure
-from pipelines.ingest.segments import segment_row
+from pipelines.ingest.segments import read_segment_file
 from pipelines.lake import Lake
-from pipelines.segments import SegmentRecord, iter_paths
+from pipelines.segments import discover
 from pipelines.silver import decode_job, runner
 from tests.conftest import RECORDINGS
 from tests.recordings_lake import build_silver, spark  # noqa: F401
@@ -31,9 +31,8 @@ def _bronze_rows() -> list[dict]:
     at = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
     rows = []
     for scenario in SCENARIOS:
-        for item in iter_paths([str(RECORDINGS / scenario / "offsets_segments")]):
-            if isinstance(item, SegmentRecord):
-                rows.append(segment_row(item, scenario, at))
+        for seg in discover([str(RECORDINGS / scenario / "offsets_segments")]):
+            rows += read_segment_file(seg, scenario, at).records.to_pylist()
     return rows
 
 

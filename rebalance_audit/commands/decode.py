@@ -8,21 +8,18 @@ count of errors on stderr, or 1 with `--strict` when there was any error.
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import os
 import re
 import shutil
 import sys
 import tempfile
-from collections import Counter, deque
+from collections import Counter
 
+from pipelines.segments.parallel import PARALLEL_FROM
 from rebalance_audit.cli import UsageError
 
 _RELEASE = re.compile(r"^\d+\.\d+$")
 _FLUSH_EVERY = 2000
-# Below this much segment data a second process costs more than it saves (its start-up and
-# imports take about half a second).
-_PARALLEL_FROM = 16 << 20
 
 
 def register(subparsers) -> None:
@@ -55,12 +52,13 @@ def register(subparsers) -> None:
     p.add_argument("--strict", action="store_true", help="exit 1 if any record could not be read or decoded")
     p.add_argument("--jobs", type=int, metavar="N",
                    help="processes decoding segment files at once (default: one per CPU when the files hold "
-                        f"{_PARALLEL_FROM >> 20} MiB or more, else 1); the output is the same, in the same order")
+                        f"{PARALLEL_FROM >> 20} MiB or more, else 1); the output is the same, in the same order")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from pipelines.segments import discover
+    from pipelines.segments.parallel import default_jobs
     from pipelines.segments.paths import SegmentPathError
 
     if args.kafka_version is not None and not _RELEASE.match(args.kafka_version):
@@ -72,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     except SegmentPathError as exc:
         raise UsageError(str(exc)) from None
 
-    jobs = args.jobs or _default_jobs(segments)
+    jobs = args.jobs or default_jobs(segments)
     progress = sys.stderr.isatty()
     totals: Counter[str] = Counter()
     decoded = _decode_in_parallel(segments, args.kafka_version, jobs) if jobs > 1 and len(segments) > 1 \
@@ -92,24 +90,6 @@ def run(args: argparse.Namespace) -> int:
         summary += ' (see the {"error": ...} lines)'
     print(summary, file=sys.stderr)
     return 1 if (args.strict and totals["error"]) else 0
-
-
-def _default_jobs(segments) -> int:
-    size = 0
-    for seg in segments:
-        try:
-            size += seg.path.stat().st_size
-        except OSError:
-            pass  # unreadable: the reader reports it as an error line
-    return _cpus() if size >= _PARALLEL_FROM else 1
-
-
-def _cpus() -> int:
-    """The CPUs this process may run on (a container's limit, not the host's count)."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 def _write_lines(seg, kafka_version: str | None, out) -> Counter:
@@ -147,28 +127,13 @@ def _decode_in_parallel(segments, kafka_version: str | None, jobs: int):
 
     Each worker decodes whole segment files into a temporary file, which the parent copies
     to stdout in order: the output is byte for byte the sequential one, and memory stays
-    bounded by the files in flight (at most two per worker), not by the output's size."""
-    ctx = multiprocessing.get_context("forkserver")  # no fork of a process that may hold threads
-    window: deque = deque()
-    with tempfile.TemporaryDirectory(prefix="rebalance-audit-decode-") as tmp, \
-            ctx.Pool(jobs) as pool:
-        pending = iter(enumerate(segments))
+    bounded by the files in flight, not by the output's size."""
+    from pipelines.segments.parallel import ordered_map
 
-        def submit() -> bool:
-            item = next(pending, None)
-            if item is None:
-                return False
-            i, seg = item
-            path = os.path.join(tmp, f"{i}.jsonl")
-            window.append((seg, path, pool.apply_async(_decode_to_file, (seg, kafka_version, path))))
-            return True
-
-        while len(window) < 2 * jobs and submit():
-            pass
+    with tempfile.TemporaryDirectory(prefix="rebalance-audit-decode-") as tmp:
+        tasks = ((seg, kafka_version, os.path.join(tmp, f"{i}.jsonl")) for i, seg in enumerate(segments))
         out = sys.stdout
-        while window:
-            seg, path, result = window.popleft()
-            counts = result.get()
+        for (seg, _, path), counts in ordered_map(_decode_to_file, tasks, jobs):
             out.flush()
             with open(path, "rb") as f:
                 if hasattr(out, "buffer"):
@@ -176,5 +141,4 @@ def _decode_in_parallel(segments, kafka_version: str | None, jobs: int):
                 else:  # a text stream without bytes underneath (an in-process caller's StringIO)
                     out.write(f.read().decode("ascii"))
             os.unlink(path)
-            submit()
             yield seg, counts

@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+from pipelines.segments.parallel import PARALLEL_FROM
 from rebalance_audit.cli import UsageError, add_common_options, positive_float, positive_int
 
 
@@ -60,6 +61,9 @@ def register(subparsers) -> None:
     add_common_options(s)
     _cluster(s, identified=True)
     s.add_argument("paths", nargs="+", metavar="PATH")
+    s.add_argument("--jobs", type=positive_int, metavar="N",
+                   help="processes reading segment files at once (default: one per CPU when the files hold "
+                        f"{PARALLEL_FROM >> 20} MiB or more, else 1); the tables are the same either way")
     s.set_defaults(func=run_segments, exit_at_end=True)
 
     g = sub.add_parser(
@@ -142,7 +146,7 @@ def run_segments(args: argparse.Namespace) -> int:
     t = time.monotonic()
     try:
         with _writing(lake):
-            summary = ingest_segments(lake, args.paths, cluster=args.cluster, progress=_progress)
+            summary = ingest_segments(lake, args.paths, cluster=args.cluster, progress=_progress, jobs=args.jobs)
     except SegmentPathError as exc:
         raise UsageError(str(exc)) from None
     except identity.IdentityError as exc:
