@@ -182,15 +182,32 @@ class Code:
             root.mkdir(parents=True)
             archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit], check=True, capture_output=True)
             subprocess.run(["tar", "-x", "-C", str(root)], input=archive.stdout, check=True)
-        return cls(root, commit)
+        code = cls(root, commit)
+        if code.imports_from() != root:
+            raise RuntimeError(f"{rev}'s commands would import the pipeline from {code.imports_from()}, not {root}")
+        return code
 
     def env(self) -> dict | None:
         if self.root == ROOT:
             return None
-        return {**os.environ, "PYTHONPATH": str(self.root)}
+        # PYTHONSAFEPATH (python -P, inherited by every Python process the command starts,
+        # Spark's workers too): without it `python -c` and `python -m` put the working folder
+        # first on sys.path, ahead of PYTHONPATH, and a benchmark started from the checkout
+        # ran the checkout's code as REV's (every `--compare-with` of a `run` before
+        # 2026-12-07 measured this checkout twice).
+        return {**os.environ, "PYTHONPATH": str(self.root), "PYTHONSAFEPATH": "1"}
 
     def python(self, *args: str) -> list[str]:
         return [str(ROOT / ".venv" / "bin" / "python"), *args]
+
+    def imports_from(self, cwd: Path = ROOT) -> Path:
+        """Where a Python process that this code's command starts (as Spark starts its
+        workers, `python -m`), from `cwd`, imports the pipeline from."""
+        child = "import pipelines; print(pipelines.__file__)"
+        parent = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {child!r}], check=True)"
+        done = subprocess.run(self.python("-c", parent), cwd=cwd, env=self.env(), check=True,
+                              capture_output=True, text=True)
+        return Path(done.stdout.strip()).parent.parent
 
 
 def run_cmd(lake: Path, *paths: Path, code: Code | None = None) -> list[str]:
