@@ -401,6 +401,8 @@ def main(argv=None) -> int:
             earlier = json.loads(path.read_text())
             results["sizes"].update(earlier.get("sizes", {}))
             results["baselines"].update(earlier.get("baselines", {}))
+            # Other benchmarks' entries (bench_busy's `busy`, bench_dagster's `dagster`) stay.
+            results = {**{k: v for k, v in earlier.items() if k not in results}, **results}
         except ValueError:
             pass
     save = lambda: path.write_text(json.dumps(results, indent=1) + "\n")  # noqa: E731
