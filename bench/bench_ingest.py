@@ -29,8 +29,7 @@ READ = re.compile(r"segments: (\d+) read")
 
 
 def ingest_cmd(code: Code, lake: Path, data: Path, jobs: int | None) -> list[str]:
-    cmd = code.python("-c", "import sys; from rebalance_audit.cli import script; sys.exit(script())")
-    return cmd + ["ingest", "segments", "--lake", str(lake), str(data)] + (["--jobs", str(jobs)] if jobs else [])
+    return code.cli("ingest", "segments", "--lake", str(lake), str(data), *(["--jobs", str(jobs)] if jobs else []))
 
 
 def measure(code: Code, data: Path, work: Path, jobs: int | None) -> dict:

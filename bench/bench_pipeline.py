@@ -183,8 +183,9 @@ class Code:
             archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit], check=True, capture_output=True)
             subprocess.run(["tar", "-x", "-C", str(root)], input=archive.stdout, check=True)
         code = cls(root, commit)
-        if code.imports_from() != root:
-            raise RuntimeError(f"{rev}'s commands would import the pipeline from {code.imports_from()}, not {root}")
+        found = code.imports_from()
+        if found != root:
+            raise RuntimeError(f"{rev}'s commands would import the pipeline from {found}, not {root}")
         return code
 
     def env(self) -> dict | None:
@@ -200,6 +201,10 @@ class Code:
     def python(self, *args: str) -> list[str]:
         return [str(ROOT / ".venv" / "bin" / "python"), *args]
 
+    def cli(self, *args: str) -> list[str]:
+        """`rebalance-audit ARGS` run by this code."""
+        return self.python("-c", "import sys; from rebalance_audit.cli import script; sys.exit(script())", *args)
+
     def imports_from(self, cwd: Path = ROOT) -> Path:
         """Where a Python process that this code's command starts (as Spark starts its
         workers, `python -m`), from `cwd`, imports the pipeline from."""
@@ -212,8 +217,7 @@ class Code:
 
 def run_cmd(lake: Path, *paths: Path, code: Code | None = None) -> list[str]:
     code = code or Code()
-    cmd = code.python("-c", "import sys; from rebalance_audit.cli import script; sys.exit(script())")
-    cmd += ["run", "--lake", str(lake), "--spark-master", "local[2]", "--timings"]
+    cmd = code.cli("run", "--lake", str(lake), "--spark-master", "local[2]", "--timings")
     if paths:
         cmd += ["--segments", *map(str, paths), "--logs", *map(str, paths)]
     return cmd
