@@ -39,6 +39,7 @@ from pyspark.sql import types as T
 
 from dashboards.safe import group_hash
 from pipelines import stages
+from pipelines.spark import local_frame
 
 GROUP_KEYS = ("cluster", "group_id")
 
@@ -111,7 +112,7 @@ class LakeTables:
         results on these tables are exactly those groups' rows of the results on the whole
         tables."""
         spark = next(iter(self.frames.values())).sparkSession
-        k = F.broadcast(spark.createDataFrame(sorted(set(keys)), "cluster string, group_id string"))
+        k = F.broadcast(local_frame(spark, sorted(set(keys)), "cluster string, group_id string"))
         clusters = sorted({c for c, _ in keys})
         frames = {n: (self.lake.read(n, self.versions[n], clusters=clusters) if n in self.versions
                       else df.where(F.col("cluster").isin(clusters))).join(k, list(GROUP_KEYS), "left_semi")
@@ -378,9 +379,8 @@ def _commit_rates_frame(t: LakeTables, stats: pa.Table, caps: Caps) -> DataFrame
             if a is not None and b is not None]
     if not rows:
         return None
-    # One slice: a few thousand rows at most, broadcast to every task of the scan below.
-    bounds = spark.createDataFrame(spark.sparkContext.parallelize(rows, 1),
-                                   "cluster string, group_id string, _t0 long, _w long")
+    # A few thousand rows at most, broadcast to every task of the scan below.
+    bounds = local_frame(spark, rows, "cluster string, group_id string, _t0 long, _w long")
     c = commits
     if "is_deletion" in c.columns:
         c = c.where(~F.coalesce(F.col("is_deletion"), F.lit(False)))

@@ -33,7 +33,7 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -424,3 +424,24 @@ def run_concurrently(spark, steps: Sequence[Callable[[], None]]) -> None:
 def write_concurrently(spark, write: Callable[[str, Any], None], tables: Mapping[str, Any]) -> None:
     """`write(name, df)` for every table, as `run_concurrently` runs steps."""
     run_concurrently(spark, [functools.partial(write, name, df) for name, df in tables.items()])
+
+
+def local_frame(spark, rows: Iterable[Sequence[Any]], schema) -> Any:
+    """A DataFrame of a few rows the driver holds (`schema`: a StructType or a DDL string),
+    planned as a local relation.
+
+    `spark.createDataFrame(list)` makes a Python RDD: every query that reads it runs a
+    stage of Python worker tasks to convert the rows again. A gold run broadcast its group
+    keys into every table that way and paid about a second per table for it (24 such
+    stages in a run's gold step). Built from an Arrow table the rows travel to the JVM once
+    and become a LocalRelation: read with no job at all."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructType
+
+    struct = schema if isinstance(schema, StructType) else StructType.fromDDL(schema)
+    assert isinstance(struct, StructType), schema
+    arrow = to_arrow_schema(struct)
+    columns = list(zip(*rows)) or [()] * len(arrow)
+    table = pa.Table.from_arrays([pa.array(list(c), type=f.type) for c, f in zip(columns, arrow)], schema=arrow)
+    return spark.createDataFrame(table, schema=struct)

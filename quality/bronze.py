@@ -4,6 +4,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from pipelines.spark import local_frame
+
 from .model import WARN, Context, Invariant, Suite, fmt, null_check, row_check, unique_check, violation
 
 # Share of a cluster's inputs (records + coordinator lines) that may end in quarantine
@@ -64,7 +66,7 @@ def _quarantine_rate(q: DataFrame, ctx: Context) -> DataFrame | None:
         for cluster, n in _rows_per_cluster(ctx.lake, name).items():
             inputs[cluster] = inputs.get(cluster, 0) + n
     rows: list[tuple[str | None, int]] = [(c, n) for c, n in inputs.items()] or [(None, 0)]
-    total = q.sparkSession.createDataFrame(rows,
+    total = local_frame(q.sparkSession, rows,
                                            "cluster string, inputs long")
     bad = q.groupBy("cluster").agg(F.count(F.lit(1)).alias("quarantined")) \
         .join(total, "cluster", "left") \

@@ -25,6 +25,8 @@ import pandas as pd
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from pipelines.spark import local_frame
+
 from . import incremental
 from .incremental import Checked, TableScan
 from .model import ERROR, WARN, Context, Suite, fused_row_violations
@@ -131,8 +133,8 @@ def violation_plan(df: DataFrame | None, suite: Suite, ctx: Context,
             else:
                 assert df is not None  # a scan comes with its lake
                 spark = df.sparkSession
-            parts.append(spark.createDataFrame(
-                [(None, json.dumps({"missing_columns": sorted(set(missing))}), "table lacks column(s) " + ", ".join(sorted(set(missing))))],
+            parts.append(local_frame(
+                spark,                 [(None, json.dumps({"missing_columns": sorted(set(missing))}), "table lacks column(s) " + ", ".join(sorted(set(missing))))],
                 "cluster string, key string, detail string").withColumn("invariant", F.lit(inv.name)))
             continue
         frame = df if scan is None else scan.frame(inv)

@@ -206,3 +206,28 @@ def test_an_append_costs_the_same_spark_jobs_whatever_the_machines_time_zone(tmp
         assert done.returncode == 0, done.stderr[-3000:]
         jobs[tz] = json.loads(done.stdout.strip().splitlines()[-1])
     assert jobs["Europe/Berlin"] == jobs["UTC"], jobs
+
+
+def test_rows_the_driver_holds_become_a_local_relation_read_without_a_job(spark):  # noqa: F811
+    """Group keys and other driver-side rows (group ids from Kafka: any text) come back
+    exactly, and reading them starts no Spark job: a Python RDD would run a stage of
+    Python workers on every read, in every table a run writes."""
+    from pyspark.sql import functions as F
+    from spark_fixture import spark_jobs
+
+    from pipelines.spark import local_frame
+
+    rows = [("c1", "g'; DROP TABLE x; --", 3), ("c1", "grupo-ñ \"quoted\"", None), (None, "", 2**40)]
+    keys = local_frame(spark, rows, "cluster string, group_id string, n long")
+    jobs, got = spark_jobs(spark, "local-frame", keys.collect)
+    assert [tuple(r) for r in got] == rows
+    assert jobs == []
+    empty = local_frame(spark, [], "cluster string, topics array<string>, at timestamp")
+    jobs, got = spark_jobs(spark, "local-frame-empty", empty.collect)
+    assert got == [] and jobs == []
+    assert empty.schema.simpleString() == "struct<cluster:string,topics:array<string>,at:timestamp>"
+    # Used as a broadcast side, it selects exactly its groups.
+    commits = spark.createDataFrame(pa.table({"cluster": ["c1", "c1", "c2"],
+                                              "group_id": ["g'; DROP TABLE x; --", "other", "g'; DROP TABLE x; --"]}))
+    picked = commits.join(F.broadcast(keys), ["cluster", "group_id"], "left_semi").collect()
+    assert [tuple(r) for r in picked] == [("c1", "g'; DROP TABLE x; --")]

@@ -20,6 +20,8 @@ from collections.abc import Iterable, Mapping
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from pipelines.spark import local_frame
+
 from .model import GoldInputs
 
 # Coordinator-stamped times of the silver record tables (pipelines/silver/schemas.py).
@@ -47,7 +49,7 @@ def align(inputs: GoldInputs, leaders: DataFrame | None, by_broker: Mapping[tupl
     if not by_broker:
         return inputs
     spark = inputs.offset_commits.sparkSession
-    clock = F.broadcast(spark.createDataFrame([(c, b, o) for (c, b), o in sorted(by_broker.items())],
+    clock = F.broadcast(local_frame(spark, [(c, b, o) for (c, b), o in sorted(by_broker.items())],
                                               "cluster string, broker int, _clock_ms long"))
     changed: dict[str, DataFrame] = {}
     if leaders is not None:

@@ -18,6 +18,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from pipelines.spark import local_frame
+
 from . import pin, transactions
 from .model import GoldInputs, converted, ms
 
@@ -58,7 +60,7 @@ def missing_offsets(inputs: GoldInputs) -> DataFrame | None:
     # positions of the partitions that have such runs (a few, known once the gaps are).
     parts = [(r["cluster"], r["partition"]) for r in live_holes.select("cluster", "partition").distinct().collect()]
     if parts:
-        keys = b.sparkSession.createDataFrame(parts, "cluster string, partition int")
+        keys = local_frame(b.sparkSession, parts, "cluster string, partition int")
         p = b.join(F.broadcast(keys), ["cluster", "partition"], "left_semi") \
             .withColumn("_prev", F.lag("offset").over(w))
         # Pinned too: the marker test's plan re-reads those partitions' positions.

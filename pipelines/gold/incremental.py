@@ -59,6 +59,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from pipelines import stages
+from pipelines.spark import local_frame
 
 from .model import GoldParams
 
@@ -262,7 +263,7 @@ def _hole_groups(lake, p: Plan, clusters: set | None) -> list:
         new = new.where(F.col("cluster").isin(sorted(clusters)))
     ends = lake.partition_max(t, "offset", since) if since >= 0 else {}
     spark = lake.spark
-    old = spark.createDataFrame([(c, int(part), int(m)) for (c, part), m in ends.items()],
+    old = local_frame(spark, [(c, int(part), int(m)) for (c, part), m in ends.items()],
                                 "cluster string, partition int, _old_end long")
     w = Window.partitionBy("cluster", "partition").orderBy("offset")
     n = new.join(F.broadcast(old), ["cluster", "partition"], "left") \
@@ -280,7 +281,7 @@ def _hole_groups(lake, p: Plan, clusters: set | None) -> list:
     if lake.exists("offset_commits") and ends:
         # A live-read commit batch at the old end: whether exactly one offset (a COMMIT
         # marker) followed it is known only from the new rows (pipelines/gold/transactions.py).
-        tail = spark.createDataFrame([(c, int(part), int(m) - 1) for (c, part), m in ends.items()],
+        tail = local_frame(spark, [(c, int(part), int(m) - 1) for (c, part), m in ends.items()],
                                      "cluster string, coordinator_partition int, _tail long")
         grew = new.select("cluster", F.col("partition").alias("coordinator_partition")).distinct()
         out.append(lake.read("offset_commits", clusters=clusters).where(F.col("source") == LIVE_SOURCE)

@@ -32,6 +32,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from pipelines.spark import local_frame
+
 from .model import GoldInputs
 
 KEY = ["cluster", "group_id", "topic", "partition"]
@@ -45,7 +47,7 @@ def build_consumer_lag(inputs: GoldInputs) -> DataFrame:
     commits = inputs.offset_commits
     samples = inputs.partition_end_offsets
     if samples is None:
-        return commits.sparkSession.createDataFrame([], _SCHEMA)
+        return local_frame(commits.sparkSession, [], _SCHEMA)
     c = commits.select(*KEY, "offset", "is_deletion", "record_ts", "effective_log_offset")
     # Its place in time: never before a commit of its group written earlier in the log.
     in_log_order = Window.partitionBy("cluster", "group_id").orderBy("effective_log_offset") \

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from pipelines import stages
 from pipelines.lake import Positions
-from pipelines.spark import reliable_checkpoints, write_concurrently
+from pipelines.spark import local_frame, reliable_checkpoints, write_concurrently
 
 from pipelines.silver import clocks as silver_clocks
 
@@ -204,7 +204,7 @@ def update_gold(lake, params: GoldParams | None = None, cluster_settings: Iterab
                 run.rows_written[name] = 0
             return run
         # Collected once, handed back as a small local relation: every use is a broadcast.
-        keys = lake.spark.createDataFrame(found, "cluster string, group_id string")
+        keys = local_frame(lake.spark, found, "cluster string, group_id string")
     clusters = None if keys is None else {c for c, _ in found}
     inputs = read_inputs(lake, p.versions, keys, clusters=clusters, broker_clocks=broker_clocks)
     if cluster_settings is not None:

@@ -22,6 +22,8 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from pipelines.spark import local_frame
+
 from .model import GoldParams
 
 TABLE = "cluster_settings"
@@ -95,7 +97,7 @@ def to_spark(spark, rows: Iterable[Mapping]) -> DataFrame:
 
     schema = T.StructType([T.StructField("cluster", T.StringType())] + [T.StructField(c, T.LongType()) for c in SETTINGS])
     data = rows_table(rows).to_pylist()
-    return spark.createDataFrame([tuple(r[f.name] for f in schema) for r in data], schema)
+    return local_frame(spark, [tuple(r[f.name] for f in schema) for r in data], schema)
 
 
 def attach(df: DataFrame, settings: DataFrame | None, params: GoldParams) -> DataFrame:

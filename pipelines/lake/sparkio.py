@@ -21,6 +21,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from pipelines.spark import local_frame
+
 
 def spark_path(uri: str) -> str:
     """The URI Spark's Hadoop filesystem understands for a delta-rs URI (s3:// → s3a://)."""
@@ -75,7 +77,7 @@ def read_files(spark, files: Mapping[str, Mapping[str, object]], schema: pa.Sche
     partition_by = list(partition_by)
     data_schema = spark_schema(pa.schema([f for f in schema if f.name not in partition_by]))
     if not files:
-        return spark.createDataFrame([], sschema)
+        return local_frame(spark, [], sschema)
 
     def values_of(column: str, by_file: Mapping[str, Mapping[str, object]]):
         """Column `column` over the files `by_file` (file name → partition values)."""

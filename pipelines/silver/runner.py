@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 from pipelines import stages
 from pipelines.lake import Positions
 from pipelines.lake.positions import changes as input_changes
+from pipelines.spark import local_frame
 from pipelines.silver import decode_job, schemas
 from pipelines.spark import run_concurrently
 
@@ -350,7 +351,7 @@ def update_target_assignments(lake) -> int:
         lake.append(DERIVED_KIP848, lake.schema(DERIVED_KIP848).empty_table(), positions=positions)
         return 0
     # Collected once, handed back as a small local relation: every use is a broadcast.
-    keys = lake.spark.createDataFrame(found, "cluster string, group_id string")
+    keys = local_frame(lake.spark, found, "cluster string, group_id string")
     clusters = {c for c, _ in found}
 
     def mine(table: str) -> DataFrame:

@@ -38,6 +38,7 @@ from pyspark.sql import functions as F
 
 from pipelines import stages
 from pipelines.lake import Positions
+from pipelines.spark import local_frame
 
 from .protocols import DEFAULT_ASSIGNORS
 from .spark_job import (WhatifInputs, check_assignors, collect_counts, merge_counts, replay_table, split,
@@ -282,7 +283,7 @@ def _increment(lake, inp: WhatifInputs, assignors: list[str], positions: dict[st
 
         old_keys = lake.read_arrow("whatif_summary", columns=KEYS, filter=ds.field("cluster").isin(full_clusters))
         key_set |= set(zip(old_keys.column("cluster").to_pylist(), old_keys.column("group_id").to_pylist()))
-    keys = spark.createDataFrame(sorted(key_set), "cluster string, group_id string")
+    keys = local_frame(spark, sorted(key_set), "cluster string, group_id string")
     for name, df in (("whatif_episodes", episodes), ("whatif_summary", summary)):
         lake.replace_rows(name, df, keys, KEYS, partition_by=["cluster"], positions=Positions(WRITER, positions),
                           key_partitions={(c,) for c, _ in key_set})

@@ -29,6 +29,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from pipelines import stages
+from pipelines.spark import local_frame
 
 from .schemas import WHATIF_EPISODES, WHATIF_SUMMARY
 
@@ -74,7 +75,7 @@ _MA_MIN = "cluster string, group_id string, generation int, member_id string, gr
 
 
 def _empty(spark, ddl: str) -> DataFrame:
-    return spark.createDataFrame([], ddl)
+    return local_frame(spark, [], ddl)
 
 
 # ----------------------------------------------------------------------------- the replay job
