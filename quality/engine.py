@@ -133,9 +133,10 @@ def violation_plan(df: DataFrame | None, suite: Suite, ctx: Context,
             else:
                 assert df is not None  # a scan comes with its lake
                 spark = df.sparkSession
-            parts.append(local_frame(
-                spark,                 [(None, json.dumps({"missing_columns": sorted(set(missing))}), "table lacks column(s) " + ", ".join(sorted(set(missing))))],
-                "cluster string, key string, detail string").withColumn("invariant", F.lit(inv.name)))
+            cols = sorted(set(missing))
+            row = (None, json.dumps({"missing_columns": cols}), "table lacks column(s) " + ", ".join(cols))
+            parts.append(local_frame(spark, [row], "cluster string, key string, detail string")
+                         .withColumn("invariant", F.lit(inv.name)))
             continue
         frame = df if scan is None else scan.frame(inv)
         if frame is None:

@@ -152,3 +152,19 @@ def test_delta_without_epoch_record_fails_with_its_key(broken):
     [k] = failed["delta_followed_by_epoch"].failing_keys
     assert (k["member_id"], k["log_offset"]) == ("late-member", f["late_at"])
     assert report.by_table()["consumer_group_epochs"].success
+
+
+def test_a_table_without_a_column_its_claims_need_fails_naming_it(segments_lake, spark, tmp_path_factory):  # noqa: F811
+    """A table written without a column its suite reads (an older or foreign writer) is a
+    broken contract, reported as a violation naming the column, never a skipped claim."""
+    lake = Lake(tmp_path_factory.mktemp("kip848-no-epoch"), spark=spark)
+    lake.write_df("consumer_group_epochs", _mine(segments_lake.read("consumer_group_epochs")).drop("epoch"),
+                  partition_by=["cluster"])
+    report = check_tables(lake, ["consumer_group_epochs"], record=False, docs=False,
+                          folder=tmp_path_factory.mktemp("quality-no-epoch"))
+    failed, outcome = _failed(report, "consumer_group_epochs")
+    assert set(failed) == {"group_epoch_never_decreases", "group_epoch_present"}
+    assert outcome.severity == "ERROR"
+    for e in failed.values():
+        assert e.failing_keys == [{"cluster": None, "missing_columns": ["epoch"],
+                                   "detail": "table lacks column(s) epoch"}]
