@@ -1,12 +1,16 @@
 """Check lake tables: run their suites, keep the results, render the data docs."""
 from __future__ import annotations
 
+import importlib
 import os
+import sys
+import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 from .engine import SuiteOutcome, run_suites
 from .results import append_results
@@ -25,6 +29,33 @@ def quality_dir(lake) -> Path:
         root = lake.root[len("file://"):] if lake.root.startswith("file://") else lake.root
         return Path(root) / "_quality"
     return Path("_quality")
+
+
+def _gx_module_meanwhile() -> Callable[[], ModuleType]:
+    """`quality.gx`, imported on a thread the first time: Great Expectations takes seconds
+    to import (4.9 s of a run's profile on 2 cores), and the check step that first needs it
+    spends longer than that waiting on the JVM for its violations job, the GIL released.
+    Returns the call that waits for the module (and raises what its import raised)."""
+    name = f"{__package__}.gx"
+    if name in sys.modules:  # (import_module waits for an import still under way elsewhere)
+        return lambda: importlib.import_module(name)
+    got: dict = {}
+
+    def load() -> None:
+        try:
+            got["module"] = importlib.import_module(name)
+        except BaseException as exc:  # noqa: BLE001 - raised on the caller's thread
+            got["error"] = exc
+
+    thread = threading.Thread(target=load, name="import-great-expectations", daemon=True)
+    thread.start()
+
+    def wait() -> ModuleType:
+        thread.join()
+        if "error" in got:
+            raise got["error"]
+        return got["module"]
+    return wait
 
 
 @dataclass
@@ -49,9 +80,9 @@ def check_tables(lake, tables: Iterable[str], params: Mapping[str, float] | None
     With `incremental` (and `record`), a table is checked only where it changed since its last
     passing check (quality.incremental); `incremental=False` checks every table whole."""
     from . import incremental as inc
-    from .gx import QualityContext, folder_lock
     from .results import TABLE
 
+    gx_module = _gx_module_meanwhile()
     t0 = time.monotonic()
     folder = folder or quality_dir(lake)
     timings: dict[str, float] = {}
@@ -60,13 +91,13 @@ def check_tables(lake, tables: Iterable[str], params: Mapping[str, float] | None
     # The positions are only trusted when this run records its own (else the next run would
     # start from a check that left no trace).
     previous = inc.load(lake, TABLE) if incremental and record else None
-    outcomes = run_suites(lake, [suite_for(t) for t in tables], lambda: QualityContext.at(folder), params,
-                          timings=timings, guard=lambda: folder_lock(folder), previous=previous)
+    outcomes = run_suites(lake, [suite_for(t) for t in tables], lambda: gx_module().QualityContext.at(folder),
+                          params, timings=timings, guard=lambda: gx_module().folder_lock(folder), previous=previous)
     run_id = run_id or uuid.uuid4().hex
     validated = [o.ge_result for o in outcomes if o.ge_result is not None]
     t1 = time.monotonic()
-    with folder_lock(folder):
-        gx_context = QualityContext.at(folder)
+    with gx_module().folder_lock(folder):
+        gx_context = gx_module().QualityContext.at(folder)
         url = gx_context.build_docs(validated) if docs and validated else (gx_context.index_url if docs else None)
     t2 = time.monotonic()
     rows = append_results(lake, outcomes, run_id, url) if record else 0
