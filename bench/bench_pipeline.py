@@ -405,8 +405,9 @@ def main(argv=None) -> int:
             earlier = json.loads(path.read_text())
             results["sizes"].update(earlier.get("sizes", {}))
             results["baselines"].update(earlier.get("baselines", {}))
-            # Other benchmarks' entries (bench_busy's `busy`, bench_dagster's `dagster`) stay.
-            results = {**{k: v for k, v in earlier.items() if k not in results}, **results}
+            # Other benchmarks' entries (bench_busy's `busy`, bench_dagster's `dagster`) stay,
+            # after this one's (the file's order, so that a re-run's diff is its figures).
+            results = {**results, **{k: v for k, v in earlier.items() if k not in results}}
         except ValueError:
             pass
     save = lambda: path.write_text(json.dumps(results, indent=1) + "\n")  # noqa: E731
