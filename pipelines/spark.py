@@ -400,7 +400,7 @@ def reliable_checkpoints(spark, base_uri: str) -> Iterator[None]:
 CONCURRENT_WRITES = 4
 
 
-def run_concurrently(spark, steps: Sequence[Callable[[], None]]) -> None:
+def run_concurrently(spark, steps: Sequence[Callable[[], Any]]) -> list[Any]:
     """Every step, up to CONCURRENT_WRITES at once, each in a thread of its own (Spark runs
     the jobs of several driver threads side by side).
 
@@ -408,17 +408,17 @@ def run_concurrently(spark, steps: Sequence[Callable[[], None]]) -> None:
     commit, with the executors idle; one at a time, a run of a dozen small tables waits
     through each in turn. Each table is still one commit of its own, so a run killed midway
     leaves some tables written and the others behind, as one at a time did. Every step is
-    waited for; then the first failure, in the steps' order, is raised."""
+    waited for; then the first failure, in the steps' order, is raised. Returns the steps'
+    results, in their order."""
     from pyspark.util import inheritable_thread_target
 
-    with ThreadPoolExecutor(max_workers=CONCURRENT_WRITES, thread_name_prefix="delta-write") as pool:
+    with ThreadPoolExecutor(max_workers=CONCURRENT_WRITES, thread_name_prefix="spark-step") as pool:
         # Each thread takes this one's Spark local properties and session tags (pinned
         # thread mode, PySpark's default: every Python thread has a JVM thread of its own).
         # With PYSPARK_PIN_THREAD=false PySpark hands the session back: nothing to inherit.
         inherit = inheritable_thread_target(spark)
         futures = [pool.submit(inherit(step) if inherit is not spark else step) for step in steps]
-    for f in futures:
-        f.result()
+    return [f.result() for f in futures]
 
 
 def write_concurrently(spark, write: Callable[[str, Any], None], tables: Mapping[str, Any]) -> None:

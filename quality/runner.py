@@ -3,11 +3,10 @@ from __future__ import annotations
 
 import importlib
 import os
-import sys
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -32,30 +31,14 @@ def quality_dir(lake) -> Path:
 
 
 def _gx_module_meanwhile() -> Callable[[], ModuleType]:
-    """`quality.gx`, imported on a thread the first time: Great Expectations takes seconds
-    to import (4.9 s of a run's profile on 2 cores), and the check step that first needs it
-    spends longer than that waiting on the JVM for its violations job, the GIL released.
-    Returns the call that waits for the module (and raises what its import raised)."""
-    name = f"{__package__}.gx"
-    if name in sys.modules:  # (import_module waits for an import still under way elsewhere)
-        return lambda: importlib.import_module(name)
-    got: dict = {}
-
-    def load() -> None:
-        try:
-            got["module"] = importlib.import_module(name)
-        except BaseException as exc:  # noqa: BLE001 - raised on the caller's thread
-            got["error"] = exc
-
-    thread = threading.Thread(target=load, name="import-great-expectations", daemon=True)
-    thread.start()
-
-    def wait() -> ModuleType:
-        thread.join()
-        if "error" in got:
-            raise got["error"]
-        return got["module"]
-    return wait
+    """`quality.gx`, imported on a thread: Great Expectations takes seconds to import (4.9 s
+    of a run's profile on 2 cores), and the check step that first needs it spends longer
+    than that waiting on the JVM for its violations job, the GIL released. Returns the call
+    that waits for the module (raising what its import raised); once imported, at once."""
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="import-great-expectations")
+    future = pool.submit(importlib.import_module, f"{__package__}.gx")
+    pool.shutdown(wait=False)
+    return future.result
 
 
 @dataclass

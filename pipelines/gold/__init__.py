@@ -40,33 +40,31 @@ def build_all(inputs: GoldInputs, params: GoldParams | None = None) -> dict:
     # Parquet files (a pin costs a Spark job per input and holds every input in memory).
     # The intermediate results several tables share are pinned once.
     snaps = ownership.assignment_snapshots(inputs)  # a projection: cheaper re-read than pinned
-    got: dict = {}
 
-    def ownership_chain() -> None:
+    def ownership_chain() -> tuple:
         holdings = pin(ownership.build_ownership_intervals(inputs, snaps, params))
         # Live-read commits of an app committing through its producer carry no flag: told
         # by their markers' offsets (transactions.py).
         attributed = pin(transactions.with_inferred(inputs, ownership.build_commit_attribution(inputs, holdings)))
         # Each handover's old owner's stop: the duplicate windows and the episodes' unconsumed time.
-        got.update(holdings=holdings, attributed=attributed,
-                   handed=pin(duplicates.handover_estimates(inputs, holdings, attributed, params)))
+        return holdings, attributed, pin(duplicates.handover_estimates(inputs, holdings, attributed, params))
 
-    def episodes_chain() -> None:
+    def episodes_chain() -> tuple:
         # The missing offsets of the coordinator partitions (few rows, pinned where they
         # are computed): the episodes and the coverage gaps both read them.
         holes = coverage.missing_offsets(inputs)
         # Lag: a table of its own, and each episode's lag when it started.
-        got.update(holes=holes, lags=pin(lag.build_consumer_lag(inputs)),
-                   episodes=pin(episodes.build_rebalance_episodes(inputs, snaps, holes, params)))
+        lags = pin(lag.build_consumer_lag(inputs))
+        return holes, lags, pin(episodes.build_rebalance_episodes(inputs, snaps, holes, params))
 
     # The two chains share no result: side by side, the many small jobs of one fill the
     # cores while the driver plans and schedules the other's (on a small lake each pin is
     # mostly that latency).
-    run_concurrently(inputs.offset_commits.sparkSession, [ownership_chain, episodes_chain])
-    holdings, attributed, handed, holes, lags = (got[k] for k in ("holdings", "attributed", "handed", "holes", "lags"))
+    (holdings, attributed, handed), (holes, lags, base_episodes) = run_concurrently(
+        inputs.offset_commits.sparkSession, [ownership_chain, episodes_chain])
     # The episodes pinned before their unconsumed time: `with_unconsumed` joins them with
     # an aggregate of themselves, which unpinned plans (and runs) their whole chain twice.
-    eps = pin(lag.with_lag_at_start(episodes.with_unconsumed(got["episodes"], handed), lags))
+    eps = pin(lag.with_lag_at_start(episodes.with_unconsumed(base_episodes, handed), lags))
     out = {
         "ownership_intervals": holdings,
         "commit_attribution": attributed,
