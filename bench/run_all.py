@@ -5,7 +5,8 @@ The pipeline benchmark (bench_pipeline.py) runs the sizes given by BENCH_SIZES (
 background with `nohup .venv/bin/python bench/bench_pipeline.py --sizes large &`).
 Then the decode benchmark (bench_decode.py: `rebalance-audit decode` side by side with
 Kafka's DumpLogSegments and `gzip -1` on the same files). The other component benchmarks
-(parse-logs, assignors, Dagster against the CLI) run with BENCH_COMPONENTS=1; each prints its own figures.
+(parse-logs, silver's decode, assignors, Dagster against the CLI) run with BENCH_COMPONENTS=1; each
+prints its own figures.
 """
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ def main(argv=None) -> int:
     argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args(argv)
     sizes = os.environ.get("BENCH_SIZES", "small,medium")
     steps = [["bench_pipeline.py", "--sizes", sizes], ["bench_decode.py"]]
-    for extra in ("bench_spark_start.py", "bench_parse_logs.py", "bench_assignors.py", "bench_dagster.py"):
+    for extra in ("bench_spark_start.py", "bench_parse_logs.py", "bench_silver_decode.py", "bench_assignors.py",
+                  "bench_dagster.py"):
         if (HERE / extra).exists() and os.environ.get("BENCH_COMPONENTS", "0") == "1":
             steps.append([extra])
     failed = 0

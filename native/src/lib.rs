@@ -1,4 +1,5 @@
-//! The assignor cores live in their own modules (assignors.rs, uniform.rs); this file is the
+//! The assignor cores live in their own modules (assignors.rs, uniform.rs), silver's
+//! offset-commit columns in commits.rs; this file is the
 //! hot path of `rebalance-audit decode`: the JSON lines of one record batch (v2) whose
 //! records are all offset commits (key types 0 and 1, value versions 0-4), which is nearly
 //! every batch of a `__consumer_offsets` segment.
@@ -16,6 +17,7 @@
 use pyo3::prelude::*;
 
 mod assignors;
+mod commits;
 mod javahash;
 mod sticky;
 mod uniform;
@@ -198,6 +200,23 @@ fn push_key(out: &mut String, key: &[u8]) -> Option<()> {
     (r.pos == key.len()).then_some(())
 }
 
+/// The tagged fields of an OffsetCommitValue v4: none, or only topicId (tag 0, a 16-byte
+/// uuid), whose bytes it returns. Anything else (unknown tags, which the Python path keeps
+/// as base64) is `None`: left to Python.
+fn offset_commit_tags<'a>(r: &mut Bytes<'a>) -> Option<Option<&'a [u8]>> {
+    match r.uvarint()? {
+        0 => Some(None),
+        1 => {
+            let (tag, size) = (r.uvarint()?, r.uvarint()?);
+            if tag != 0 || size != 16 {
+                return None;
+            }
+            Some(Some(r.take(16)?))
+        }
+        _ => None,
+    }
+}
+
 /// `{"version":V,"data":{...}}` of an OffsetCommitValue v0-v4, fields in schema order.
 fn push_value(out: &mut String, value: &[u8]) -> Option<()> {
     let mut r = Bytes { buf: value, pos: 0, end: value.len() };
@@ -226,19 +245,9 @@ fn push_value(out: &mut String, value: &[u8]) -> Option<()> {
         push_int(out, r.i64()?);
     }
     if version >= 4 {
-        // Tagged fields: none, or only topicId (tag 0, a 16-byte uuid). Anything else
-        // (unknown tags are kept as base64 by the Python path) is left to Python.
-        match r.uvarint()? {
-            0 => {}
-            1 => {
-                let (tag, size) = (r.uvarint()?, r.uvarint()?);
-                if tag != 0 || size != 16 {
-                    return None;
-                }
-                out.push_str(",\"topicId\":");
-                push_uuid(out, r.take(16)?);
-            }
-            _ => return None,
+        if let Some(topic_id) = offset_commit_tags(&mut r)? {
+            out.push_str(",\"topicId\":");
+            push_uuid(out, topic_id);
         }
     }
     out.push_str("}}");
@@ -337,6 +346,7 @@ fn offset_commit_lines(
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(offset_commit_lines, m)?)?;
+    m.add_function(wrap_pyfunction!(commits::offset_commit_columns, m)?)?;
     m.add_function(wrap_pyfunction!(assignors::java_string_hashes, m)?)?;
     m.add_function(wrap_pyfunction!(assignors::java_string_hashmap_order, m)?)?;
     m.add_function(wrap_pyfunction!(assignors::server_range_assign, m)?)?;

@@ -9,15 +9,11 @@ Callers look the functions up on this module at call time, so tests can switch t
 """
 from __future__ import annotations
 
-import os
 from typing import Any, Callable
 
-_lib: Any = None
-if os.environ.get("REBALANCE_AUDIT_NO_NATIVE", "") in ("", "0"):
-    try:
-        from pipelines.segments import _native as _lib  # type: ignore[attr-defined, no-redef]
-    except ImportError:
-        pass
+from pipelines import native
+
+_lib: Any = native.lib
 
 java_string_hashes: Callable[[list[str]], list[int] | None] | None = getattr(_lib, "java_string_hashes", None)
 """`String.hashCode()` of each string; None if one holds a lone surrogate."""

@@ -17,25 +17,20 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from pipelines import native
+
 from .model import SegmentBatch, SegmentError, SegmentRecord
 from .reader import Item, V2Records, iter_segment_units
 
-# The compiled core (native/, built by `make setup`). Without it, or with
-# REBALANCE_AUDIT_NO_NATIVE=1 (to rule it out when something looks wrong), the same text
-# comes from Python, about three times slower.
-_native: Any = None
-if os.environ.get("REBALANCE_AUDIT_NO_NATIVE", "") in ("", "0"):
-    try:
-        from . import _native  # type: ignore[attr-defined, no-redef]
-    except ImportError:
-        pass
+# The compiled core (pipelines/native.py). Without it the same text comes from Python,
+# about three times slower.
+_native: Any = native.lib
 
 
 def record_facts(rec: SegmentRecord) -> dict:

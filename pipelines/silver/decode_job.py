@@ -13,7 +13,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from pipelines.silver import records, schemas
+from pipelines.silver import commit_columns, records, schemas
 
 # Columns of a bronze row that the row builders read.
 BRONZE_COLUMNS = ["cluster", "partition", "offset", "timestamp", "key", "value", "source", "transactional",
@@ -101,6 +101,55 @@ def _decoded_rows(row: dict, kafka_version: str | None) -> tuple[dict[str, list[
     return records.other_group_rows(row, kafka_version)
 
 
+def _wide_batch(table: str, columns: dict[str, pa.Array], versions: pa.Array) -> pa.RecordBatch:
+    """Rows of one table given as columns, in the wide schema (its other tables' columns null)."""
+    n = len(versions)
+    given = {**columns, TABLE_COLUMN: pa.repeat(pa.scalar(table), n), BRONZE_VERSION_COLUMN: versions}
+    return pa.RecordBatch.from_arrays(
+        [given[f.name].cast(f.type) if f.name in given else pa.nulls(n, f.type) for f in WIDE_SCHEMA],
+        schema=WIDE_SCHEMA)
+
+
+def _python_rows(batch: pa.RecordBatch, kafka_version: str | None) -> list[dict]:
+    """Wide rows of a batch's records, decoded one at a time by `records`."""
+    out: list[dict] = []
+    for row in batch.to_pylist():
+        version = row["ingest_version"]
+        tables, errors = _rows_of(row, kafka_version)
+        for table, table_rows_ in tables.items():
+            for r in table_rows_:
+                r[TABLE_COLUMN] = table
+                r[BRONZE_VERSION_COLUMN] = version
+                out.append(r)
+        for err in errors:
+            out.append({
+                **{n: err.get(n) for n in ("cluster", "coordinator_partition", "log_offset", "record_ts", "source")},
+                TABLE_COLUMN: ERROR_TABLE,
+                BRONZE_VERSION_COLUMN: version,
+                "_error": err["reason"],
+                "_target_table": TARGET_OF_TYPE.get(row["record_type"], "other_group_records"),
+                "_record_type": err["record_type"],
+                "_key": err["key"],
+                "_value": err["value"],
+            })
+    return out
+
+
+def decode_batch(batch: pa.RecordBatch, kafka_version: str | None = None, *,
+                 compiled: bool = True) -> Iterator[pa.RecordBatch]:
+    """The wide rows of one batch of bronze rows (BRONZE_COLUMNS and `record_type`).
+
+    Offset commits go column by column through the compiled core (`commit_columns`); the
+    other types, and what the core does not take, one record at a time through `records`.
+    compiled=False: every record through `records` (the tests' oracle for the core)."""
+    commits, versions, rest = commit_columns.split(batch) if compiled else (None, None, batch)
+    if commits is not None and versions is not None and len(versions):
+        yield _wide_batch("offset_commits", commits, versions)
+    out = _python_rows(rest, kafka_version)
+    if out:
+        yield pa.RecordBatch.from_pylist(out, schema=WIDE_SCHEMA)
+
+
 def decode_increment(bronze: DataFrame, kafka_version: str | None = None) -> DataFrame:
     """Every coordinator record of `bronze` decoded ONCE into wide rows tagged with their table.
 
@@ -114,28 +163,7 @@ def decode_increment(bronze: DataFrame, kafka_version: str | None = None) -> Dat
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            out: list[dict] = []
-            for row in batch.to_pylist():
-                version = row["ingest_version"]
-                tables, errors = _rows_of(row, kafka_version)
-                for table, table_rows_ in tables.items():
-                    for r in table_rows_:
-                        r[TABLE_COLUMN] = table
-                        r[BRONZE_VERSION_COLUMN] = version
-                        out.append(r)
-                for err in errors:
-                    out.append({
-                        **{n: err.get(n) for n in ("cluster", "coordinator_partition", "log_offset", "record_ts", "source")},
-                        TABLE_COLUMN: ERROR_TABLE,
-                        BRONZE_VERSION_COLUMN: version,
-                        "_error": err["reason"],
-                        "_target_table": TARGET_OF_TYPE.get(row["record_type"], "other_group_records"),
-                        "_record_type": err["record_type"],
-                        "_key": err["key"],
-                        "_value": err["value"],
-                    })
-            if out:
-                yield pa.RecordBatch.from_pylist(out, schema=WIDE_SCHEMA)
+            yield from decode_batch(batch, kafka_version)
 
     return rows.select(*columns).mapInArrow(run, from_arrow_schema(WIDE_SCHEMA))
 
