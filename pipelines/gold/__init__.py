@@ -25,26 +25,6 @@ def pin(df):
     return df.checkpoint(eager=True)
 
 
-def pin_clustered(df, keys: list[str], order: str):
-    """Materialize a result that many later steps read key by key, laid out for them: hash
-    partitioned by `keys`, sorted by them and `order` within each partition. Windows over
-    `keys` ordered by `order`, and aggregations by `keys`, then read it with neither a
-    shuffle nor a sort (the commit attribution: 11.6 M rows at the large size, which five
-    tables' windows each shuffled and sorted again).
-
-    Persisted rather than checkpointed: Spark keeps a cached plan's partitioning and ordering
-    for the queries that read it, and forgets a checkpoint's. On local disk (columnar batches
-    of millions of rows built on the heap ran a 4 GB driver out of memory in silver). The
-    lineage stays, so a block that goes away with an executor is recomputed, not lost; the
-    later plans read the cached relation in place of the chain beneath it. Whoever keeps the
-    tables built on it unpersists it when they are written."""
-    from pyspark import StorageLevel
-
-    out = df.repartition(*keys).sortWithinPartitions(*keys, order).persist(StorageLevel.DISK_ONLY)
-    out.count()  # now, as pin does: the tables written side by side all read it
-    return out
-
-
 def build_all(inputs: GoldInputs, params: GoldParams | None = None) -> dict:
     """Every gold table for the given silver inputs.
 
@@ -65,9 +45,7 @@ def build_all(inputs: GoldInputs, params: GoldParams | None = None) -> dict:
         holdings = pin(ownership.build_ownership_intervals(inputs, snaps, params))
         # Live-read commits of an app committing through its producer carry no flag: told
         # by their markers' offsets (transactions.py).
-        # Laid out by partition for the windows and aggregations over it (see pin_clustered).
-        attributed = pin_clustered(transactions.with_inferred(inputs, ownership.build_commit_attribution(inputs, holdings)),
-                                   ownership.COMMIT_PARTITION, "effective_log_offset")
+        attributed = pin(transactions.with_inferred(inputs, ownership.build_commit_attribution(inputs, holdings)))
         # Each handover's old owner's stop: the duplicate windows and the episodes' unconsumed time.
         return holdings, attributed, pin(duplicates.handover_estimates(inputs, holdings, attributed, params))
 
