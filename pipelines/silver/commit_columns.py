@@ -72,9 +72,8 @@ def split(batch: pa.RecordBatch) -> tuple[dict[str, pa.Array] | None, pa.Array |
     (ok, group_off, group, topic_off, topic, partition, offset, leader_epoch, metadata_off, metadata,
      commit_ms, expire_ms, version) = _native.offset_commit_columns(
         *_binary(commits.column("key")), *_binary(values), has_value.astype(np.uint8).tobytes())
-    record_ms = commits.column("timestamp").to_numpy(zero_copy_only=False)
-    record_null = commits.column("timestamp").is_null().to_numpy(zero_copy_only=False)
-    record_ms = np.where(record_null, -1, record_ms).astype(np.int64)
+    # A null record time reads as unset (-1), as records.ms_to_ts takes it.
+    record_ms = pc.fill_null(commits.column("timestamp"), -1).to_numpy(zero_copy_only=False).astype(np.int64)
     good = np.frombuffer(ok, np.uint8).astype(bool) & (record_ms < EXACT_MS)
     deleted = ~has_value
     epochs = np.frombuffer(leader_epoch, np.int32)
