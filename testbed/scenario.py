@@ -287,25 +287,39 @@ def kip848_scenario(topic: str = "orders", partitions: int = 6, rate_per_s: floa
     ]
 
 
+# A restarted static member's stop is in no record (its session never expired): gold takes
+# the middle of its commit interval, never past the replacement. The scenario's two static
+# members die at phases either side of that middle: s1 a second after a regular commit and
+# restarted within the grace a rebalance's final commit is allowed (heartbeat + 1 s: the
+# replacement's timing must not make that regular commit a final one), s2 4 s after one.
+STATIC_CRASH_PHASES_S = (1.0, 4.0)
+
+
 def static_restart_scenario(topic: str = "orders", partitions: int = 6, rate_per_s: float = 40.0) -> list[Step]:
-    """≈40 s, static membership (KIP-345) with classic ``range``: c1 (auto-commit) and s1
-    (``group.instance.id`` s1, manual commits every 6 s) consume; s1 is SIGKILLed 4 s after a
-    commit and a new process with the same instance id starts at once, inside s1's 10 s
-    session timeout: the coordinator hands it s1's partitions under a new member id without
-    a rebalance, and it resumes from s1's last commit (consuming again what s1 processed
-    since)."""
-    def static(name: str) -> Join:
-        return Join(name, commit="manual", commit_interval_s=CRASH_COMMIT_S, assignor="range", instance_id="s1",
-                    client_id="s1", properties={"session.timeout.ms": 10000})
+    """≈55 s, static membership (KIP-345) with classic ``range``: c1 (auto-commit), s1 and s2
+    (``group.instance.id`` s1 and s2, manual commits every 6 s) consume; s1 is SIGKILLed 1 s
+    after a commit and s2, later, 4 s after one, and each time a new process with the same
+    instance id starts at once, inside the 10 s session timeout: the coordinator hands it the
+    dead member's partitions under a new member id without a rebalance, and it resumes from
+    the last commit (consuming again what the dead process processed since)."""
+    def static(name: str, instance: str) -> Join:
+        return Join(name, commit="manual", commit_interval_s=CRASH_COMMIT_S, assignor="range", instance_id=instance,
+                    client_id=instance, properties={"session.timeout.ms": 10000})
+    early, late = STATIC_CRASH_PHASES_S
     return [
         CreateTopic(topic, partitions),
         StartProducer(topic, rate_per_s),
         Join("c1", commit="auto", assignor="range"),
-        static("s1"),
+        static("s1", "s1"),
+        static("s2", "s2"),
         Settle(),
-        Sleep(2 * CRASH_COMMIT_S + 1),  # two of s1's commit intervals: a cadence to judge by
-        Crash("s1", after_commit_s=CRASH_AFTER_COMMIT_S),
-        static("s1-restarted"),
+        Sleep(2 * CRASH_COMMIT_S + 1),  # two of their commit intervals: a cadence to judge by
+        Crash("s1", after_commit_s=early),
+        static("s1-restarted", "s1"),
+        Settle(),
+        Sleep(3),
+        Crash("s2", after_commit_s=late),
+        static("s2-restarted", "s2"),
         Settle(),
         Sleep(3),
         StopProducer(),

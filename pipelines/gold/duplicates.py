@@ -204,7 +204,13 @@ def handover_estimates(inputs: GoldInputs, intervals: DataFrame, attributed: Dat
     jitter = F.col("cadence_high_ms") - F.col("cadence_ms")
     early = F.col("cadence_ms") - F.greatest(3 * jitter, F.lit(0.05) * F.col("cadence_ms"))
     before_own_leave = (F.col("exit_kind") == "leave") & (F.col("exit_ts") - F.col("last_ms")).between(0, grace)
-    final_commit = (gap_to_join <= grace) | before_own_leave | ((F.col("n_commits") >= 3) & (
+    # A static member's replacement is no rebalance: a supervisor restarts a crashed process
+    # as quickly as a closed one, so how soon the replacement came says nothing of a final
+    # commit. Where the owner's cadence can judge its last commit (three commits or more),
+    # only the cadence does; a crash a second after a regular commit still has its window.
+    judged_by_cadence = static_replaced & F.coalesce(F.col("n_commits") >= 3, F.lit(False))
+    during_rebalance = (gap_to_join <= grace) & ~judged_by_cadence
+    final_commit = during_rebalance | before_own_leave | ((F.col("n_commits") >= 3) & (
         (F.col("last_gap_ms") < F.lit(params.off_cadence_ratio) * F.col("cadence_ms"))
         | ((F.col("n_commits") >= 4) & (F.col("last_gap_ms") < early))))
     # The timing rules are guesses where the coordinator's lines say what happened: a dynamic
