@@ -417,37 +417,6 @@ def test_a_broker_clock_a_little_ahead_gives_no_negative_durations(segments_lake
             assert a["duration_ms"] == r["duration_ms"] - skew
 
 
-def test_the_attribution_laid_out_for_a_large_lake_gives_the_same_tables(segments_lake, spark, monkeypatch):  # noqa: F811
-    """From CLUSTERED_ATTRIBUTION_MIN_COMMITS commits on, gold lays the commit attribution
-    out by partition for its readers (pin_clustered) instead of checkpointing it: every
-    table is the same, row for row, as with the checkpoint (two recordings with windows,
-    logs and a KIP-848 group; built both ways in this test)."""
-    import pipelines.gold as gold_package
-    from pipelines.gold import GoldInputs
-
-    chosen = ["crash_autocommit", "kip848_consumer_protocol"]
-    inputs = {}
-    for name, df in vars(runner.read_inputs(segments_lake)).items():
-        if df is not None and "cluster" in df.columns:
-            inputs[name] = df.where(F.col("cluster").isin(chosen))
-    inputs.pop("partition_end_offsets", None)
-    inputs["cluster_settings"] = settings.to_spark(spark, [recording_settings(s) for s in chosen])
-
-    def tables() -> dict[str, list[str]]:
-        built = build_all(GoldInputs(**inputs), PARAMS)
-        try:
-            return {t: sorted(map(repr, (r.asDict() for r in df.collect()))) for t, df in built.items()}
-        finally:
-            built["commit_attribution"].unpersist()
-
-    checkpointed = tables()
-    monkeypatch.setattr(gold_package, "CLUSTERED_ATTRIBUTION_MIN_COMMITS", 0)
-    laid_out = tables()
-    assert checkpointed["duplicate_windows"] and checkpointed["commit_attribution"]
-    for t in checkpointed:
-        assert laid_out[t] == checkpointed[t], t
-
-
 def test_a_recreated_topic_flags_each_commit_once_however_often_it_is_sampled(segments_lake, spark):  # noqa: F811
     """Live mode samples log-end offsets at every run. After a topic is deleted and recreated
     (its log end back at 0), each commit made before is past the new log end; it is flagged

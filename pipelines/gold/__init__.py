@@ -25,32 +25,6 @@ def pin(df):
     return df.checkpoint(eager=True)
 
 
-# From this many commits on, the commit attribution is laid out for its readers
-# (`pin_clustered`). Measured on 2 cores: the large benchmark's 11.6 M commits gave gold
-# 521 -> 437 s that way, while every small lake (the KIP-848 recording's 10 k rows, the
-# test suite's lakes) got slower, its many small partitions persisted and re-read.
-CLUSTERED_ATTRIBUTION_MIN_COMMITS = 2_000_000
-
-
-def pin_clustered(df, keys: list[str], order: str):
-    """Materialize a result that many later steps read key by key, laid out for them: hash
-    partitioned by `keys`, sorted by them and `order` within each partition. Windows over
-    `keys` ordered by `order`, and aggregations by `keys`, then read it with neither a
-    shuffle nor a sort (five tables' windows each shuffled and sorted the large benchmark's
-    11.6 M-row commit attribution again).
-
-    Persisted rather than checkpointed: Spark keeps a cached plan's partitioning and ordering
-    for the queries that read it, and forgets a checkpoint's. On local disk (columnar batches
-    of millions of rows built on the heap ran a 4 GB driver out of memory). The lineage
-    stays, so a block that goes away with an executor is recomputed, not lost. Whoever
-    writes the tables built on it unpersists it afterwards."""
-    from pyspark import StorageLevel
-
-    out = df.repartition(*keys).sortWithinPartitions(*keys, order).persist(StorageLevel.DISK_ONLY)
-    out.count()  # now, as pin does: the tables written side by side all read it
-    return out
-
-
 def build_all(inputs: GoldInputs, params: GoldParams | None = None) -> dict:
     """Every gold table for the given silver inputs.
 
@@ -71,12 +45,7 @@ def build_all(inputs: GoldInputs, params: GoldParams | None = None) -> dict:
         holdings = pin(ownership.build_ownership_intervals(inputs, snaps, params))
         # Live-read commits of an app committing through its producer carry no flag: told
         # by their markers' offsets (transactions.py).
-        attributed = transactions.with_inferred(inputs, ownership.build_commit_attribution(inputs, holdings))
-        # (Counting the commits decodes no more than their keys: a small job beside what it saves.)
-        if inputs.offset_commits.count() >= CLUSTERED_ATTRIBUTION_MIN_COMMITS:
-            attributed = pin_clustered(attributed, ownership.COMMIT_PARTITION, "effective_log_offset")
-        else:
-            attributed = pin(attributed)
+        attributed = pin(transactions.with_inferred(inputs, ownership.build_commit_attribution(inputs, holdings)))
         # Each handover's old owner's stop: the duplicate windows and the episodes' unconsumed time.
         return holdings, attributed, pin(duplicates.handover_estimates(inputs, holdings, attributed, params))
 

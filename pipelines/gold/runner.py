@@ -223,12 +223,7 @@ def update_gold(lake, params: GoldParams | None = None, cluster_settings: Iterab
 
     # On a cluster, the results build_all pins go to storage under the lake (see pin).
     with reliable_checkpoints(lake.spark, lake.root):
-        built = build_all(inputs, params)
-        try:
-            write_concurrently(lake.spark, write, built)
-        finally:
-            # Kept by persist on a large lake (pin_clustered); a no-op otherwise.
-            built["commit_attribution"].unpersist()
+        write_concurrently(lake.spark, write, build_all(inputs, params))
     # The summary folds the tables just written (their rows of the groups this run covers),
     # so its figures are those tables' by construction; written last, so a run killed
     # before it recomputes it (it is behind) from tables already up to date.
