@@ -453,7 +453,7 @@ def test_connect_workers_are_a_connect_group_not_idle_consumers(recorded):
 def test_a_static_member_restarted_in_its_session_is_its_own_cause(recorded):
     """Each restarted process took over under its instance id without a rebalance: its
     windows say so (not a crash: no session expired), one per dead member, the one that died
-    soon after a regular commit included (its replacement came well within the grace a
+    soon after a regular commit included (its replacement often comes within the grace a
     rebalance's final commit gets). How much each window holds is judged with the others."""
     windows = _windows(recorded, GROUPS["static-restart"])
     assert windows and {w["cause"] for w in windows} == {"static_member_replaced"}, windows
