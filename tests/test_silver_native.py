@@ -45,7 +45,7 @@ def bronze_batch(rows: list[dict]) -> pa.RecordBatch:
 
 
 def decoded(batch: pa.RecordBatch, compiled: bool) -> list[dict]:
-    rows = [r for b in decode_job.decode_batch(batch, compiled=compiled) for r in b.to_pylist()]
+    rows = [r for b in decode_job.decode_batch(batch, compiled=compiled) for r in decode_job.unpacked(b)]
     return sorted(rows, key=repr)
 
 
@@ -163,3 +163,22 @@ def test_damaged_commits_give_the_python_rows():
     batch = bronze_batch(rows)
     assert 0 < taken(batch) < len(rows)
     assert decoded(batch, compiled=True) == decoded(batch, compiled=False)
+
+
+def test_other_rows_past_a_rows_bytes_are_split_and_none_is_lost(monkeypatch):
+    """A bronze batch's rows of the other tables ride in a list per row of the decoded
+    increment; past `OTHERS_ROW_BYTES` they are spread over several such rows (a Spark row
+    must stay far under 2 GB), every one of them still there, in order."""
+    batches = recording_batches()
+    whole = [[r for b in decode_job.decode_batch(batch) for r in decode_job.unpacked(b)] for batch in batches]
+    monkeypatch.setattr(decode_job, "OTHERS_ROW_BYTES", 4096)
+    split_rows = 0
+    for batch, rows in zip(batches, whole):
+        out = list(decode_job.decode_batch(batch))
+        assert [r for b in out for r in decode_job.unpacked(b)] == rows
+        lists = [n for b in out for t, n in zip(b.column(decode_job.TABLE_COLUMN).to_pylist(),
+                                                 b.column(decode_job.OTHERS_COLUMN).to_pylist())
+                 if t == decode_job.OTHERS]
+        assert all(lists)  # no empty list
+        split_rows += len(lists) - 1
+    assert split_rows > 0

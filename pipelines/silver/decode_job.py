@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
@@ -19,8 +20,8 @@ from pipelines.silver import commit_columns, records, schemas
 BRONZE_COLUMNS = ["cluster", "partition", "offset", "timestamp", "key", "value", "source", "transactional",
                   "producer_id", "leader_epoch", "ingest_version"]
 
-# Silver tables decoded from `offsets_records`, with their schemas (no column name is used
-# with two different types, so one wide schema can carry the rows of every table).
+COMMITS = "offset_commits"
+# Silver tables decoded from `offsets_records`, with their schemas.
 CONSUMER_GROUP_TABLES = {
     "consumer_group_epochs": schemas.CONSUMER_GROUP_EPOCHS,
     "consumer_group_members": schemas.CONSUMER_GROUP_MEMBERS,
@@ -32,7 +33,7 @@ CONSUMER_GROUP_TABLES = {
 # Tables whose decoded rows are appended as they are (no transaction or generation to resolve).
 APPENDED_TABLES = {**CONSUMER_GROUP_TABLES, "other_group_records": schemas.OTHER_GROUP_RECORDS}
 DECODED_TABLES = {
-    "offset_commits": schemas.OFFSET_COMMITS,
+    COMMITS: schemas.OFFSET_COMMITS,
     "group_generations": schemas.GROUP_GENERATIONS,
     "member_assignments": schemas.MEMBER_ASSIGNMENTS,
     **APPENDED_TABLES,
@@ -45,9 +46,9 @@ TARGET_OF_TYPE = {
     **{t: "consumer_group_epochs" for t in records.CONSUMER_GROUP_TYPES},
 }
 
-# The wide row's bookkeeping columns: which table the row belongs to ("_error" for a
-# record that could not be decoded), the bronze version that brought the record, and the
-# raw record for the quarantine.
+# Bookkeeping columns of a decoded row: which table it belongs to ("_error" for a record
+# that could not be decoded), the bronze version that brought the record, and for an error
+# the raw record for the quarantine.
 TABLE_COLUMN = "_table"
 BRONZE_VERSION_COLUMN = "_bronze_version"
 ERROR_TABLE = "_error"
@@ -64,13 +65,33 @@ _BOOKKEEPING = [
 
 def _wide_schema() -> pa.Schema:
     fields: dict[str, pa.Field] = {}
-    for schema in DECODED_TABLES.values():
-        for f in schema:
-            fields.setdefault(f.name, f.with_nullable(True))
+    for table, schema in DECODED_TABLES.items():
+        if table != COMMITS:
+            for f in schema:
+                fields.setdefault(f.name, f.with_nullable(True))
     return pa.schema([*fields.values(), *_BOOKKEEPING])
 
 
+# The rows of every table but offset_commits, and the decode errors: one column set for all
+# (no column name is used with two different types).
 WIDE_SCHEMA = _wide_schema()
+
+# What the decode's `mapInArrow` gives: a row per offset commit in offset_commits' own
+# columns, and per bronze batch one row (TABLE_COLUMN = OTHERS) holding that batch's other
+# rows in OTHERS_COLUMN, a list of WIDE_SCHEMA structs. Why two shapes: the decoded
+# increment is cached (columnar, every column encoded and given statistics), and offset
+# commits are nearly every record (11.6 M of 12.4 M in the large benchmark); in one wide
+# schema for all (64 columns) each commit carried over forty null columns of the other
+# tables, which building the cache and moving the Arrow batches between Python and the JVM
+# paid for, row by row (offsets silver of the large size: 266 s then, 156 s now).
+OTHERS = "_others"
+OTHERS_COLUMN = "_others"
+INCREMENT_SCHEMA = pa.schema([
+    *(f.with_nullable(True) for f in schemas.OFFSET_COMMITS),
+    pa.field(TABLE_COLUMN, pa.string()),
+    pa.field(BRONZE_VERSION_COLUMN, pa.int64()),
+    pa.field(OTHERS_COLUMN, pa.list_(pa.struct(list(WIDE_SCHEMA)))),
+])
 
 
 def key_type_column() -> F.Column:
@@ -101,13 +122,34 @@ def _decoded_rows(row: dict, kafka_version: str | None) -> tuple[dict[str, list[
     return records.other_group_rows(row, kafka_version)
 
 
-def _wide_batch(table: str, columns: dict[str, pa.Array], versions: pa.Array) -> pa.RecordBatch:
-    """Rows of one table given as columns, in the wide schema (its other tables' columns null)."""
+def _commit_batch(columns: dict[str, pa.Array], versions: pa.Array) -> pa.RecordBatch:
+    """Offset commits given as columns, in INCREMENT_SCHEMA."""
     n = len(versions)
-    given = {**columns, TABLE_COLUMN: pa.repeat(pa.scalar(table), n), BRONZE_VERSION_COLUMN: versions}
+    given = {**columns, TABLE_COLUMN: pa.repeat(pa.scalar(COMMITS), n), BRONZE_VERSION_COLUMN: versions}
     return pa.RecordBatch.from_arrays(
-        [given[f.name].cast(f.type) if f.name in given else pa.nulls(n, f.type) for f in WIDE_SCHEMA],
-        schema=WIDE_SCHEMA)
+        [given[f.name].cast(f.type) if f.name in given else pa.nulls(n, f.type) for f in INCREMENT_SCHEMA],
+        schema=INCREMENT_SCHEMA)
+
+
+# Other rows per row of the decoded increment: about this many bytes at most. A Spark row
+# must stay well under 2 GB, and one bronze batch of a backfill can hold thousands of
+# generations of a large group (a member row per partition each) or quarantined raw records.
+OTHERS_ROW_BYTES = 8 << 20
+
+
+def _others_batch(rows: list[dict]) -> pa.RecordBatch:
+    """The rows of the other tables (and the errors) of one bronze batch as rows of
+    INCREMENT_SCHEMA (one, unless they exceed OTHERS_ROW_BYTES), listed in OTHERS_COLUMN."""
+    wide = pa.RecordBatch.from_pylist(rows, schema=WIDE_SCHEMA)
+    per_row = max(1, wide.num_rows * OTHERS_ROW_BYTES // max(wide.nbytes, 1))
+    bounds = [*range(0, wide.num_rows, per_row), wide.num_rows]
+    structs = pa.StructArray.from_arrays(wide.columns, fields=list(WIDE_SCHEMA))
+    n = len(bounds) - 1
+    given = {TABLE_COLUMN: pa.repeat(pa.scalar(OTHERS), n),
+             OTHERS_COLUMN: pa.ListArray.from_arrays(pa.array(bounds, pa.int32()), structs)}
+    return pa.RecordBatch.from_arrays(
+        [given[f.name].cast(f.type) if f.name in given else pa.nulls(n, f.type) for f in INCREMENT_SCHEMA],
+        schema=INCREMENT_SCHEMA)
 
 
 def _python_rows(batch: pa.RecordBatch, kafka_version: str | None) -> list[dict]:
@@ -137,25 +179,39 @@ def _python_rows(batch: pa.RecordBatch, kafka_version: str | None) -> list[dict]
 
 def decode_batch(batch: pa.RecordBatch, kafka_version: str | None = None, *,
                  compiled: bool = True) -> Iterator[pa.RecordBatch]:
-    """The wide rows of one batch of bronze rows (BRONZE_COLUMNS and `record_type`).
+    """The decoded rows of one batch of bronze rows (BRONZE_COLUMNS and `record_type`), in
+    INCREMENT_SCHEMA (`unpacked` lists them as rows of their tables).
 
     Offset commits go column by column through the compiled core (`commit_columns`); the
     other types, and what the core does not take, one record at a time through `records`.
     compiled=False: every record through `records` (the tests' oracle for the core)."""
     commits, versions, rest = commit_columns.split(batch) if compiled else (None, None, batch)
     if commits is not None and versions is not None and len(versions):
-        yield _wide_batch("offset_commits", commits, versions)
-    out = _python_rows(rest, kafka_version)
-    if out:
-        yield pa.RecordBatch.from_pylist(out, schema=WIDE_SCHEMA)
+        yield _commit_batch(commits, versions)
+    rows = _python_rows(rest, kafka_version)
+    python_commits = [r for r in rows if r[TABLE_COLUMN] == COMMITS]
+    if python_commits:
+        yield pa.RecordBatch.from_pylist(python_commits, schema=INCREMENT_SCHEMA)
+    others = [r for r in rows if r[TABLE_COLUMN] != COMMITS]
+    if others:
+        yield _others_batch(others)
+
+
+def unpacked(batch: pa.RecordBatch) -> list[dict]:
+    """`decode_batch`'s rows as the rows of their tables: each commit in offset_commits'
+    columns, each other row in WIDE_SCHEMA's (with TABLE_COLUMN and BRONZE_VERSION_COLUMN)."""
+    out: list[dict] = []
+    for row in batch.to_pylist():
+        others = row.pop(OTHERS_COLUMN)
+        out.extend(others if row[TABLE_COLUMN] == OTHERS else [row])
+    return out
 
 
 def decode_increment(bronze: DataFrame, kafka_version: str | None = None) -> DataFrame:
-    """Every coordinator record of `bronze` decoded ONCE into wide rows tagged with their table.
+    """Every coordinator record of `bronze` decoded ONCE, in INCREMENT_SCHEMA.
 
     One `mapInArrow` pass over the bronze rows (the codec is the expensive part, so no
-    record is decoded twice); `table_rows` and `error_rows` then split the result, which
-    the caller persists.
+    record is decoded twice); `DecodedIncrement` keeps the result for a run.
     """
     # Every data record: the types no table of its own takes go to other_group_records.
     rows = data_records(bronze)
@@ -165,29 +221,62 @@ def decode_increment(bronze: DataFrame, kafka_version: str | None = None) -> Dat
         for batch in batches:
             yield from decode_batch(batch, kafka_version)
 
-    return rows.select(*columns).mapInArrow(run, from_arrow_schema(WIDE_SCHEMA))
+    return rows.select(*columns).mapInArrow(run, from_arrow_schema(INCREMENT_SCHEMA))
 
 
-def table_rows(decoded: DataFrame, table: str, after_version: int = -1) -> DataFrame:
-    """The rows of one silver table from `decode_increment`'s output, brought by bronze
-    versions above `after_version` (a table that is ahead of the others skips what it has)."""
-    return decoded.where((F.col(TABLE_COLUMN) == table) & (F.col(BRONZE_VERSION_COLUMN) > after_version)).select(
-        *DECODED_TABLES[table].names
-    )
+def others_of(decoded: DataFrame) -> DataFrame:
+    """The rows of `decode_increment` that are not offset commits, in WIDE_SCHEMA's columns."""
+    return decoded.where(F.col(TABLE_COLUMN) == OTHERS).select(F.explode(OTHERS_COLUMN).alias("_row")).select("_row.*")
 
 
-def error_rows(decoded: DataFrame) -> DataFrame:
-    """Decode failures as bronze `quarantine` rows (keyed by their source position)."""
-    return decoded.where(F.col(TABLE_COLUMN) == ERROR_TABLE).select(
-        "cluster",
-        F.lit("offsets_records").alias("source_table"),
-        F.concat_ws(":", F.lit("partition"), "coordinator_partition", F.lit("offset"), "log_offset").alias("source_key"),
-        F.col("_target_table").alias("target_table"),
-        F.col("_error").alias("reason"),
-        F.col("_record_type").alias("record_type"),
-        F.col("_key").alias("key"),
-        F.col("_value").alias("value"),
-    )
+class DecodedIncrement:
+    """A bronze increment decoded once and kept on local disk for a run: `commits` in
+    offset_commits' columns, `others` (the other tables' rows and the decode errors) in the
+    wide ones. Each silver table's write takes its rows from here.
+
+    Kept on local disk only: an increment can be a whole backfill (11.8 M commits in the
+    large benchmark), and cached in memory its columnar batches ran a 4 GB driver heap out
+    (java.lang.OutOfMemoryError in MemoryStore.putIterator, bench/README.md). On disk it is
+    written once, compressed, and read back batch by batch by each table's write. `others`
+    is cached apart so that no table's read goes through the commits' batches again (the
+    filter on TABLE_COLUMN skips a cached batch by its statistics, not its rows)."""
+
+    def __init__(self, bronze: DataFrame, kafka_version: str | None = None):
+        self._decoded = decode_increment(bronze, kafka_version).persist(StorageLevel.DISK_ONLY)
+        self.others = others_of(self._decoded).persist(StorageLevel.DISK_ONLY)
+
+    def newest_versions(self) -> dict[str, int]:
+        """{table (or ERROR_TABLE): the newest bronze version with a row of it}, in one job
+        that decodes everything and lays the other rows out (each cache built once)."""
+        kept = [TABLE_COLUMN, BRONZE_VERSION_COLUMN]
+        rows = self._decoded.where(F.col(TABLE_COLUMN) == COMMITS).select(*kept) \
+            .unionByName(self.others.select(*kept)) \
+            .groupBy(TABLE_COLUMN).agg(F.max(BRONZE_VERSION_COLUMN).alias("newest")).collect()
+        return {r[TABLE_COLUMN]: r["newest"] for r in rows}
+
+    def rows(self, table: str, after_version: int = -1) -> DataFrame:
+        """The rows of one silver table brought by bronze versions above `after_version` (a
+        table that is ahead of the others skips what it has)."""
+        source = self._decoded if table == COMMITS else self.others
+        return source.where((F.col(TABLE_COLUMN) == table) & (F.col(BRONZE_VERSION_COLUMN) > after_version)).select(
+            *DECODED_TABLES[table].names)
+
+    def errors(self) -> DataFrame:
+        """Decode failures as bronze `quarantine` rows (keyed by their source position)."""
+        return self.others.where(F.col(TABLE_COLUMN) == ERROR_TABLE).select(
+            "cluster",
+            F.lit("offsets_records").alias("source_table"),
+            F.concat_ws(":", F.lit("partition"), "coordinator_partition", F.lit("offset"), "log_offset").alias("source_key"),
+            F.col("_target_table").alias("target_table"),
+            F.col("_error").alias("reason"),
+            F.col("_record_type").alias("record_type"),
+            F.col("_key").alias("key"),
+            F.col("_value").alias("value"),
+        )
+
+    def unpersist(self) -> None:
+        self.others.unpersist()
+        self._decoded.unpersist()
 
 
 def data_records(bronze: DataFrame) -> DataFrame:
@@ -236,7 +325,7 @@ def resolve_transactions(commits: DataFrame, bronze_markers: DataFrame) -> tuple
 KIP848_GROUP_TABLES = [t for t in CONSUMER_GROUP_TABLES if t != "topic_ids"]
 
 
-def mark_conversions(generations: DataFrame, decoded: DataFrame) -> DataFrame:
+def mark_conversions(generations: DataFrame, others: DataFrame) -> DataFrame:
     """`converted`: true on a GroupMetadata tombstone the coordinator wrote when it converted
     the group to the consumer protocol (KIP-848's online migration, Kafka 3.8+), which ends
     the classic records of a group that lives on, not the group.
@@ -247,7 +336,7 @@ def mark_conversions(generations: DataFrame, decoded: DataFrame) -> DataFrame:
     followed by no record of its group in its batch. The conversion back (the last
     consumer-protocol member left) writes the consumer group's tombstones and then a
     GroupMetadata record: no classic tombstone."""
-    following = decoded.where(F.col(TABLE_COLUMN).isin(KIP848_GROUP_TABLES)).select(
+    following = others.where(F.col(TABLE_COLUMN).isin(KIP848_GROUP_TABLES)).select(
         "cluster", "coordinator_partition", (F.col("log_offset") - 1).alias("log_offset"), "group_id"
     ).distinct().withColumn("_next_is_kip848", F.lit(True))
     keys = ["cluster", "coordinator_partition", "log_offset", "group_id"]

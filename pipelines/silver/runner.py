@@ -16,7 +16,6 @@ import logging
 from dataclasses import dataclass, field
 from functools import partial, reduce
 
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -25,6 +24,7 @@ from pipelines.lake import Positions
 from pipelines.lake.positions import changes as input_changes
 from pipelines.spark import local_frame
 from pipelines.silver import decode_job, schemas
+from pipelines.silver.decode_job import DecodedIncrement
 from pipelines.spark import run_concurrently
 
 log = logging.getLogger(__name__)
@@ -125,22 +125,13 @@ def update_offsets_silver(lake, kafka_version: str | None = None) -> SilverRun:
     if not pending or _nothing_new(lake, BRONZE_OFFSETS, min(pending.values()), upto):
         return run
     bronze = _increment(lake, BRONZE_OFFSETS, min(pending.values()), upto)
-    # Kept on local disk only: an increment can be a whole backfill (11.8 M commits in the
-    # large benchmark), and cached in memory its columnar batches ran a 4 GB driver heap out
-    # (java.lang.OutOfMemoryError in MemoryStore.putIterator, bench/README.md). On disk it
-    # is written once, compressed, and read back batch by batch by each table's write.
-    decoded = decode_job.decode_increment(bronze, kafka_version).persist(StorageLevel.DISK_ONLY)
+    decoded = DecodedIncrement(bronze, kafka_version)
     try:
-        # One job decodes everything; the per-table counts say which writes have work.
-        counts = {
-            (r[decode_job.TABLE_COLUMN], r["newest"]): r["n"]
-            for r in decoded.groupBy(decode_job.TABLE_COLUMN).agg(
-                F.count("*").alias("n"), F.max(decode_job.BRONZE_VERSION_COLUMN).alias("newest")).collect()
-        }
-        present = {table: newest for (table, newest) in counts}
+        # The decode's jobs; the newest version per table says which writes have work.
+        present = decoded.newest_versions()
         steps = []
         if decode_job.ERROR_TABLE in present:
-            steps.append(partial(_quarantine, lake, run, decode_job.error_rows(decoded)))
+            steps.append(partial(_quarantine, lake, run, decoded.errors()))
         if "offset_commits" in pending:
             steps.append(partial(_update_commits, lake, run, bronze, decoded, pending["offset_commits"], present,
                                  kafka_version))
@@ -163,20 +154,20 @@ def _has_new(table: str, since: int, present: dict) -> bool:
     return table in present and present[table] > since
 
 
-def _write_or_advance(lake, run: SilverRun, table: str, decoded: DataFrame, since: int, present: dict) -> None:
+def _write_or_advance(lake, run: SilverRun, table: str, decoded: DecodedIncrement, since: int, present: dict) -> None:
     if _has_new(table, since, present):
-        _write(lake, run, table, decode_job.table_rows(decoded, table, since), BRONZE_OFFSETS)
+        _write(lake, run, table, decoded.rows(table, since), BRONZE_OFFSETS)
     else:
         _advance(lake, table, decode_job.DECODED_TABLES[table], BRONZE_OFFSETS, run.bronze_version)
 
 
-def _update_commits(lake, run: SilverRun, bronze: DataFrame, decoded: DataFrame, since: int, present: dict,
+def _update_commits(lake, run: SilverRun, bronze: DataFrame, decoded: DecodedIncrement, since: int, present: dict,
                     kafka_version: str | None) -> None:
     carried = lake.read(OPEN_TXN) if lake.exists(OPEN_TXN) else None
     if not _has_new("offset_commits", since, present) and carried is None:
         _advance(lake, "offset_commits", schemas.OFFSET_COMMITS, BRONZE_OFFSETS, run.bronze_version)
         return
-    new = decode_job.table_rows(decoded, "offset_commits", since)
+    new = decoded.rows("offset_commits", since)
     # allowMissingColumns: commits parked by an older version lack the columns added since
     # (coordinator_epoch); they read as null.
     candidates = new if carried is None else new.unionByName(
@@ -191,7 +182,7 @@ def _update_commits(lake, run: SilverRun, bronze: DataFrame, decoded: DataFrame,
     run.rows_written[OPEN_TXN] = _rows_in(lake, OPEN_TXN)
 
 
-def _update_classic(lake, run: SilverRun, decoded: DataFrame, pending: dict, present: dict) -> None:
+def _update_classic(lake, run: SilverRun, decoded: DecodedIncrement, pending: dict, present: dict) -> None:
     gen_since = pending.get("group_generations")
     late = late_generations = None
     if gen_since is not None:
@@ -203,7 +194,7 @@ def _update_classic(lake, run: SilverRun, decoded: DataFrame, pending: dict, pre
                 if table in pending:
                     _advance(lake, table, decode_job.DECODED_TABLES[table], BRONZE_OFFSETS, run.bronze_version)
             return
-        new = decode_job.mark_conversions(decode_job.table_rows(decoded, "group_generations", gen_since), decoded)
+        new = decode_job.mark_conversions(decoded.rows("group_generations", gen_since), decoded.others)
         generations, late, late_generations = _number_incarnations(old, new, converted_late)
     else:
         # Only the members are behind (a crash between the two writes below): the
@@ -214,7 +205,7 @@ def _update_classic(lake, run: SilverRun, decoded: DataFrame, pending: dict, pre
     # the position (a crash in between redoes the same replacement: rows are deduplicated
     # by the record they came from).
     mem_since = pending.get("member_assignments")
-    new_members = decode_job.table_rows(decoded, "member_assignments", mem_since) \
+    new_members = decoded.rows("member_assignments", mem_since) \
         if mem_since is not None and _has_new("member_assignments", mem_since, present) else None
     if late is not None and late_generations is not None:  # (both or neither)
         old = lake.read("member_assignments").join(late, GROUP, "left_semi").drop("incarnation")
@@ -248,7 +239,7 @@ def _generations_touched(lake, since: int) -> DataFrame | None:
     return lake.read("group_generations", clusters=lake.added_partition_values(BRONZE_OFFSETS, since, "cluster"))
 
 
-def _late_conversions(old: DataFrame | None, decoded: DataFrame, since: int, present: dict) -> DataFrame | None:
+def _late_conversions(old: DataFrame | None, decoded: DecodedIncrement, since: int, present: dict) -> DataFrame | None:
     """(cluster, coordinator_partition, log_offset, group_id) of GroupMetadata tombstones in
     silver (`old`), taken as deletions, whose next record, a KIP-848 record of their group,
     is in this increment: conversions whose batch two ingestion commits split (live
@@ -256,7 +247,7 @@ def _late_conversions(old: DataFrame | None, decoded: DataFrame, since: int, pre
     if old is None or not any(_has_new(t, since, present) for t in decode_job.KIP848_GROUP_TABLES):
         return None
     tombstones = old.where(decode_job.ends_incarnation(old)).select(*GENERATION_ROW, "group_id")
-    found = decode_job.mark_conversions(tombstones.withColumn("is_deletion", F.lit(True)), decoded) \
+    found = decode_job.mark_conversions(tombstones.withColumn("is_deletion", F.lit(True)), decoded.others) \
         .where(F.col("converted")).select(*GENERATION_ROW, "group_id")
     return None if found.isEmpty() else found
 
