@@ -122,13 +122,17 @@ def _decoded_rows(row: dict, kafka_version: str | None) -> tuple[dict[str, list[
     return records.other_group_rows(row, kafka_version)
 
 
-def _commit_batch(columns: dict[str, pa.Array], versions: pa.Array) -> pa.RecordBatch:
-    """Offset commits given as columns, in INCREMENT_SCHEMA."""
-    n = len(versions)
-    given = {**columns, TABLE_COLUMN: pa.repeat(pa.scalar(COMMITS), n), BRONZE_VERSION_COLUMN: versions}
+def _increment_batch(given: dict[str, pa.Array], n: int) -> pa.RecordBatch:
+    """`n` rows of INCREMENT_SCHEMA from the columns given (the others null)."""
     return pa.RecordBatch.from_arrays(
         [given[f.name].cast(f.type) if f.name in given else pa.nulls(n, f.type) for f in INCREMENT_SCHEMA],
         schema=INCREMENT_SCHEMA)
+
+
+def _commit_batch(columns: dict[str, pa.Array], versions: pa.Array) -> pa.RecordBatch:
+    """Offset commits given as columns, in INCREMENT_SCHEMA."""
+    n = len(versions)
+    return _increment_batch({**columns, TABLE_COLUMN: pa.repeat(pa.scalar(COMMITS), n), BRONZE_VERSION_COLUMN: versions}, n)
 
 
 # Other rows per row of the decoded increment: about this many bytes at most. A Spark row
@@ -145,11 +149,8 @@ def _others_batch(rows: list[dict]) -> pa.RecordBatch:
     bounds = [*range(0, wide.num_rows, per_row), wide.num_rows]
     structs = pa.StructArray.from_arrays(wide.columns, fields=list(WIDE_SCHEMA))
     n = len(bounds) - 1
-    given = {TABLE_COLUMN: pa.repeat(pa.scalar(OTHERS), n),
-             OTHERS_COLUMN: pa.ListArray.from_arrays(pa.array(bounds, pa.int32()), structs)}
-    return pa.RecordBatch.from_arrays(
-        [given[f.name].cast(f.type) if f.name in given else pa.nulls(n, f.type) for f in INCREMENT_SCHEMA],
-        schema=INCREMENT_SCHEMA)
+    return _increment_batch({TABLE_COLUMN: pa.repeat(pa.scalar(OTHERS), n),
+                             OTHERS_COLUMN: pa.ListArray.from_arrays(pa.array(bounds, pa.int32()), structs)}, n)
 
 
 def _python_rows(batch: pa.RecordBatch, kafka_version: str | None) -> list[dict]:
@@ -230,9 +231,9 @@ def others_of(decoded: DataFrame) -> DataFrame:
 
 
 class DecodedIncrement:
-    """A bronze increment decoded once and kept on local disk for a run: `commits` in
-    offset_commits' columns, `others` (the other tables' rows and the decode errors) in the
-    wide ones. Each silver table's write takes its rows from here.
+    """A bronze increment decoded once and kept on local disk for a run: the offset commits
+    in their own columns, `others` (the other tables' rows and the decode errors) in the
+    wide ones. Each silver table's write takes its rows from here (`rows`, `errors`).
 
     Kept on local disk only: an increment can be a whole backfill (11.8 M commits in the
     large benchmark), and cached in memory its columnar batches ran a 4 GB driver heap out

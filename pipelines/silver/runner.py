@@ -127,7 +127,7 @@ def update_offsets_silver(lake, kafka_version: str | None = None) -> SilverRun:
     bronze = _increment(lake, BRONZE_OFFSETS, min(pending.values()), upto)
     decoded = DecodedIncrement(bronze, kafka_version)
     try:
-        # The decode's jobs; the newest version per table says which writes have work.
+        # One job decodes everything; the newest version per table says which writes have work.
         present = decoded.newest_versions()
         steps = []
         if decode_job.ERROR_TABLE in present:
